@@ -1,0 +1,1 @@
+"""jaxsynth: batched differentially private synthetic data on dyadic partitions."""

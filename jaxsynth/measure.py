@@ -1,0 +1,84 @@
+"""The released synthetic measure (SPEC §10) and representative-point placement.
+
+A mechanism's output is a weighted point set ``μ_Y = Σ_i w_i δ_{y_i}``: representatives
+``points`` [..., M, d] with ``weights`` [..., M] summing to 1 (zero-weight padding keeps
+shapes static).  Every atom lies strictly inside its leaf cell, whose level is
+``leaf_depth`` [..., M]; the tree metric of the partition (``jaxsynth.w1``) reads it.
+Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes from the
+batched entry point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SyntheticMeasure:
+    """A released synthetic measure, possibly batched over leading axes.
+
+    Attributes:
+      points: [..., M, d] float32 representatives.
+      weights: [..., M] float32 weights summing to 1 (zero on padding).
+      leaf_depth: [..., M] int32 level of the partition cell holding each atom.
+      size: [...] int32, the synthetic sample size ``m``.
+      visited: [...] int32, nodes whose noisy count was materialised.
+      leaves: [...] int32, leaves with positive mass.
+      depth: [...] int32, deepest level of the released tree.
+      budget: dict of [...] float arrays: ``"epsilon"`` (total) and its parts.
+      info: dict of per-mechanism diagnostics (arrays with the same leading axes).
+      adjacency: ``"replacement"`` or ``"add_remove"`` (static).
+      mechanism: the mechanism's name (static).
+    """
+
+    points: jax.Array
+    weights: jax.Array
+    leaf_depth: jax.Array
+    size: jax.Array
+    visited: jax.Array
+    leaves: jax.Array
+    depth: jax.Array
+    budget: dict
+    info: dict
+    adjacency: str = dataclasses.field(metadata=dict(static=True), default="replacement")
+    mechanism: str = dataclasses.field(metadata=dict(static=True), default="")
+
+    @property
+    def accounting(self) -> dict[str, Any]:
+        """Budget accounting: ``"epsilon"`` (total), ``"adjacency"``, and the parts."""
+        parts = {k: _scalar_or_array(v) for k, v in self.budget.items()}
+        return {"adjacency": self.adjacency, **parts}
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return tuple(self.weights.shape[:-1])
+
+    def __getitem__(self, index) -> "SyntheticMeasure":
+        """Index the batch axes, e.g. ``out[e, s]`` for ε index ``e`` and seed ``s``."""
+        if not self.batch_shape:
+            raise IndexError("this SyntheticMeasure has no batch axes")
+        return jax.tree_util.tree_map(lambda a: a[index], self)
+
+
+def _scalar_or_array(v):
+    a = np.asarray(v)
+    return a.item() if a.ndim == 0 else a
+
+
+def place_in_cells(key, lower, side, uniform: bool):
+    """Representatives for cells with corners ``lower`` [..., d] and sides ``side`` [d].
+
+    Cell centers when ``uniform`` is false, else i.i.d. uniform points strictly inside the
+    cell (clamped below the upper face, which belongs to the next cell).
+    """
+    if not uniform:
+        return lower + 0.5 * side
+    u = jax.random.uniform(key, lower.shape, dtype=lower.dtype)
+    upper = lower + side
+    return jnp.minimum(lower + u * side, jnp.nextafter(upper, lower))

@@ -82,6 +82,13 @@ class DataTree:
         return self.points.shape[1]
 
     @functools.cached_property
+    def device(self):
+        """The arrays the device descent reads (``jaxsynth.descent.DeviceTree``), cached."""
+        from jaxsynth.descent import DeviceTree
+
+        return DeviceTree.from_tree(self)
+
+    @functools.cached_property
     def occupancy(self) -> np.ndarray:
         """Occupancy profile ``O_j`` for ``j = 0..depth`` (occupied cells per level), int64."""
         hist = np.bincount(self.split[1:], minlength=self.depth + 1)[: self.depth + 1]

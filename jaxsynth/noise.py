@@ -15,14 +15,19 @@ MAX_DISCRETE_SCALE = 2.0**20
 """Largest discrete-Laplace scale: ``⌊σE⌋`` stays an exact float32 integer for E ≤ 16."""
 
 
-def _open_uniform(key, shape):
-    """Uniforms in (0, 1] with resolution 2^-33 near zero, float32."""
-    bits = jax.random.bits(key, shape, jnp.uint32)
+def open_uniform(bits):
+    """Uniforms in (0, 1] from uint32 ``bits``, resolution 2^-33 near zero, float32."""
     return (bits.astype(jnp.float32) + 0.5) * jnp.float32(2.0**-32)
 
 
 def _exponential(key, shape):
-    return -jnp.log(_open_uniform(key, shape))
+    return -jnp.log(open_uniform(jax.random.bits(key, shape, jnp.uint32)))
+
+
+def discrete_laplace_from_bits(bits, sigma):
+    """``LapZ(σ)`` int32 from two uint32 words per draw, ``bits`` [..., 2] (see below)."""
+    g = jnp.floor(-jnp.log(open_uniform(bits)) * jnp.asarray(sigma, jnp.float32))
+    return (g[..., 0] - g[..., 1]).astype(jnp.int32)
 
 
 def discrete_laplace(key, sigma, shape=()):
@@ -32,9 +37,8 @@ def discrete_laplace(key, sigma, shape=()):
     ``P(G ≥ k) = e^{-k/σ}``, i.e. ``G`` is geometric on {0,1,...} with success
     probability ``1 - e^{-1/σ}`` (SPEC §1; seed 001 §A.3).
     """
-    e = _exponential(key, (2,) + tuple(shape))
-    g = jnp.floor(e * jnp.asarray(sigma, jnp.float32))
-    return (g[0] - g[1]).astype(jnp.int32)
+    bits = jax.random.bits(key, tuple(shape) + (2,), jnp.uint32)
+    return discrete_laplace_from_bits(bits, sigma)
 
 
 def laplace(key, scale, shape=()):

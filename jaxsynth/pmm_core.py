@@ -12,24 +12,17 @@ import jax.numpy as jnp
 
 from jaxsynth import keys as K
 from jaxsynth.measure import place_in_cells
-from jaxsynth.noise import discrete_laplace
-
-
-def node_noise(node_keys, sigma):
-    """``LapZ(σ)`` int32 noise of nodes with raw keys [..., 2] (one draw per node key)."""
-    flat = K.fold(node_keys, K.NOISE).reshape(-1, 2)
-    z = jax.vmap(lambda k: discrete_laplace(k, sigma))(flat)
-    return z.reshape(node_keys.shape[:-1])
+from jaxsynth.noise import discrete_laplace_from_bits
 
 
 def root_mass(key, n, sigma0):
     """Root mass ``m_∅ = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` (SPEC §2 step 3)."""
-    return jnp.maximum(1, n + node_noise(key, sigma0))
+    return jnp.maximum(1, n + discrete_laplace_from_bits(K.noise_bits(key), sigma0))
 
 
 def noisy_children(counts, child_keys, sigma):
-    """Truncated noisy counts ``(n_θb + λ_θb)_+`` of children with true ``counts``."""
-    return jnp.maximum(counts + node_noise(child_keys, sigma), 0)
+    """Truncated noisy counts ``(n_θb + λ_θb)_+`` of nodes with true ``counts`` and keys."""
+    return jnp.maximum(counts + discrete_laplace_from_bits(K.noise_bits(child_keys), sigma), 0)
 
 
 def leaf_side(depth, d: int):
@@ -60,7 +53,7 @@ def release_leaves(key, leaf_mass, leaf_lower, side, capacity: int, uniform: boo
     index = jnp.arange(capacity)
     leaf = jnp.searchsorted(jnp.cumsum(leaf_mass), index, side="right")
     leaf = jnp.minimum(leaf, leaf_mass.shape[0] - 1)
-    place = jax.random.fold_in(key, K.PLACE)
+    place = jax.random.fold_in(key, K.PLACEMENT_TAG)
     point_keys = jax.vmap(lambda i: jax.random.fold_in(place, i))(index.astype(jnp.uint32))
     points = jax.vmap(lambda k, lo: place_in_cells(k, lo, side, True))(point_keys, leaf_lower[leaf])
     weights = (index < m).astype(jnp.float32) / m

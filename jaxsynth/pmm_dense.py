@@ -42,7 +42,7 @@ def dense_pmm(key, sigmas, sigma0, counts, leaf_lower, *, rule, uniform, capacit
     for j in range(depth):  # levels are unrolled at trace time; nodes are vectorised
         child_keys = K.children(node_keys)  # [2^j, 2, 2]
         noisy = noisy_children(counts[j + 1].reshape(-1, 2), child_keys, sigmas[j])
-        m0, m1 = split(mass, noisy[:, 0], noisy[:, 1], K.fair_bit(node_keys))
+        m0, m1 = split(mass, noisy[:, 0], noisy[:, 1], K.coin(node_keys))
         active_sum += jnp.sum(mass > 0)
         mass = jnp.stack([m0, m1], axis=-1).reshape(-1)
         node_keys = child_keys.reshape(-1, 2)

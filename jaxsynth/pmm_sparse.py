@@ -24,11 +24,16 @@ from jaxsynth.pmm_core import leaf_side, noisy_children, release_leaves, root_ma
 
 
 def _compact(keep, capacity, *arrays):
-    """Move entries with ``keep`` to the front (order kept) of arrays of length ``capacity``."""
+    """Move entries with ``keep`` to the front (order kept) of arrays of length ``capacity``.
+
+    One int32 scatter finds each slot's source, then every array is gathered; slots past
+    the kept entries read entry 0 with ``keep`` false, so the caller masks them.
+    """
     pos = jnp.where(keep, jnp.cumsum(keep) - 1, capacity)
-    return tuple(
-        jnp.zeros((capacity,) + a.shape[1:], a.dtype).at[pos].set(a, mode="drop") for a in arrays
+    source = jnp.zeros(capacity, jnp.int32).at[pos].set(
+        jnp.arange(keep.shape[0], dtype=jnp.int32), mode="drop"
     )
+    return tuple(a[source] for a in arrays)
 
 
 def _level_step(dev, d, capacity, state, level, sigma, live):
@@ -37,19 +42,22 @@ def _level_step(dev, d, capacity, state, level, sigma, live):
     child_keys = K.children(node_keys)  # [K, 2, 2]
     counts = jnp.stack([p - lo, hi - p], axis=-1)
     noisy = noisy_children(counts, child_keys, sigma)
-    m0, m1 = zero_respecting_split(mass, noisy[:, 0], noisy[:, 1], K.fair_bit(node_keys))
+    m0, m1 = zero_respecting_split(mass, noisy[:, 0], noisy[:, 1], K.coin(node_keys))
     half = jnp.exp2(-(level // d + 1).astype(jnp.float32))
     step = half * (jnp.arange(d) == level % d)
-    new = _compact(
-        jnp.stack([m0, m1], axis=-1).reshape(-1) > 0,
+    child_mass = jnp.stack([m0, m1], axis=-1).reshape(-1)
+    new_lo, new_hi, new_mass, new_keys, new_lower = _compact(
+        child_mass > 0,
         capacity,
         jnp.stack([lo, p], axis=-1).reshape(-1),
         jnp.stack([p, hi], axis=-1).reshape(-1),
-        jnp.stack([m0, m1], axis=-1).reshape(-1),
+        child_mass,
         child_keys.reshape(-1, 2),
         jnp.stack([lower, lower + step], axis=1).reshape(-1, d),
     )
-    new_state = new + (visited + 2 * jnp.sum(mass > 0),)
+    n_active = jnp.sum(child_mass > 0)
+    new_mass = jnp.where(jnp.arange(capacity) < n_active, new_mass, 0)
+    new_state = (new_lo, new_hi, new_mass, new_keys, new_lower, visited + 2 * jnp.sum(mass > 0))
     return jax.tree_util.tree_map(lambda a, b: jnp.where(live, a, b), new_state, state)
 
 

@@ -1,0 +1,373 @@
+"""Certified Sinkhorn estimate of W1 with ott-jax (SPEC §7, "Sinkhorn"; OTT_NOTES.md).
+
+W1 between the data ``μ_X = (1/n) Σ δ_{x_i}`` and a synthetic measure ``ν = Σ_j b_j δ_{y_j}``
+for the ground metric ℓ∞ (default, seed 001 §7) or ℓ2, *not squared*.
+
+Why a bracket.  No output of an entropic solver is W1: at practical ε the entropic costs
+are biased by tens of percent on close measures (OTT_NOTES.md).  Two post-processings of
+the Sinkhorn potentials ``(f, g)`` give a certificate instead:
+
+- lower bound: hard c-transforms.  ``f̃ = g^c``, ``g̃ = f̃^c`` (and symmetrically
+  ``ĝ = f^c``, ``f̂ = ĝ^c``) satisfy ``f̃_i + g̃_j ≤ C_ij`` for all ``i, j``, so by weak
+  duality ``⟨a, f̃⟩ + ⟨b, g̃⟩ ≤ W1``; the larger of the two dual values is reported;
+- upper bound: the cost of the Altschuler–Weed–Rigollet rounding of the entropic plan
+  (Altschuler, Weed, Rigollet 2017, Alg. 2): rows then columns are scaled down to fit
+  the marginals and the missing mass is added as a rank-one product; the result is a
+  feasible coupling, so its cost is ``≥ W1``.
+
+Both are computed in row chunks of the cost matrix, so no ``n × m`` array is ever held
+(ott's ``out.matrix``/``primal_cost`` would materialise one).  ``value`` is the midpoint,
+within half the gap of W1, and ``converged`` says the relative half-width
+``(upper − lower)/(upper + lower)`` is at most ``rtol``.
+
+Schedule (OTT_NOTES.md, measured there within 0.44 % of exact on 8 cases at n ≤ 2000).
+Stage 0 runs at ``ε₀ = 0.01·diam`` (``diam`` = ground-metric diameter of the bounding box
+of both supports).  Each later stage uses ``ε = min(ε_prev/2, lower/30)`` (1 % accuracy
+needs ``ε ≈ W1/30``), warm-started from the previous potentials; a stage that stops at the
+iteration cap keeps its ε.  Sinkhorn runs with adaptive momentum
+(``Momentum(start=300, error_threshold=inf)``, 4–13× fewer iterations) and stops a stage
+when the column-marginal error ``‖Pᵀ1 − b‖₁`` is below ``rtol·lower/(8·diam)``, small
+enough that rounding moves the cost by well under the tolerance.  Every stage's bounds are
+valid, so the reported bracket is the intersection over stages; a stage whose potentials
+are not finite (ott still reports ``converged=True`` after a blow-up) contributes nothing
+and the next stage restarts from the last finite potentials.  The loop over stages runs
+on the host; each stage is one jitted call, compiled once per shape (ε, thresholds and
+warm starts are traced arguments), so replicates of equal shape never retrace.
+
+Online mode (``PointCloud(batch_size=...)``) evaluates the cost on the fly; it is chosen
+automatically when ``n·m`` exceeds ``online_threshold``.  ott-jax 0.6.0 calls
+``jax.interpreters.batching.is_vmappable``, which jax ≥ 0.9 moved to
+``jax._src.interpreters.batching`` (ott-jax issue #700, fixed after 0.6.0): the alias is
+installed by a context manager only around jaxsynth's own solves and removed afterwards.
+Float32 throughout; matrix products run at "highest" precision inside the solve (TF32
+on recent GPUs would spoil the marginals; ott-jax issue #496).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.interpreters import batching as _public_batching
+from ott.geometry import costs, geometry, pointcloud
+from ott.problems.linear import linear_problem
+from ott.solvers.linear import acceleration, sinkhorn
+
+from jaxsynth._validate import check_data, check_positive_int
+
+__all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn"]
+
+METRICS = ("linf", "l2")
+_EPS0_FRACTION = 0.01
+_EPS_PER_W1 = 1.0 / 30.0
+_MOMENTUM_START = 300
+_INNER_ITERATIONS = 10
+_MIN_THRESHOLD = 1e-6
+_MAX_THRESHOLD = 1e-3
+_CHUNK_ELEMENTS = 1 << 22
+
+
+@jax.tree_util.register_pytree_node_class
+class ChebyshevCost(costs.CostFn):
+    """The ℓ∞ ground distance ``max_k |x_k − y_k|`` (a metric, not squared)."""
+
+    def __call__(self, x, y):
+        return jnp.max(jnp.abs(x - y), axis=-1)
+
+
+def _cost_fn(metric: str) -> costs.CostFn:
+    return ChebyshevCost() if metric == "linf" else costs.Euclidean()
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SinkhornW1:
+    """A certified Sinkhorn estimate of W1.
+
+    Attributes:
+      value: midpoint ``(lower + upper)/2``, within ``(upper − lower)/2`` of W1.
+      lower: certified lower bound (dual value after hard c-transforms), ``≤ W1``.
+      upper: certified upper bound (cost of the rounded feasible plan), ``≥ W1``.
+      converged: the bracket is finite and ``(upper − lower)/(upper + lower) ≤ rtol``.
+      iterations: Sinkhorn iterations summed over all stages.
+      epsilon: entropic regularisation of the last stage.
+    """
+
+    value: float
+    lower: float
+    upper: float
+    converged: bool
+    iterations: int
+    epsilon: float
+
+
+@contextlib.contextmanager
+def _ott_batching_compat():
+    """Expose ``is_vmappable`` where ott-jax 0.6.0 looks for it, for this block only."""
+    if hasattr(_public_batching, "is_vmappable"):
+        yield
+        return
+    from jax._src.interpreters import batching as private_batching
+
+    _public_batching.is_vmappable = private_batching.is_vmappable
+    try:
+        yield
+    finally:
+        del _public_batching.is_vmappable
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "batch_size", "max_iterations"))
+def _sinkhorn_stage(x, y, a, b, f, g, epsilon, threshold, *, metric, batch_size, max_iterations):
+    """One warm-started Sinkhorn solve at ``epsilon``; returns potentials and iterations."""
+    cost_fn = _cost_fn(metric)
+    if batch_size is None:
+        geom = geometry.Geometry(cost_matrix=cost_fn.all_pairs(x, y), epsilon=epsilon)
+    else:
+        geom = pointcloud.PointCloud(x, y, cost_fn=cost_fn, epsilon=epsilon, batch_size=batch_size)
+    solver = sinkhorn.Sinkhorn(
+        threshold=threshold,
+        inner_iterations=_INNER_ITERATIONS,
+        max_iterations=max_iterations,
+        momentum=acceleration.Momentum(start=_MOMENTUM_START, error_threshold=jnp.inf),
+    )
+    out = solver(linear_problem.LinearProblem(geom, a, b), init=(f, g))
+    return out.f, out.g, out.n_iters
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "chunk"))
+def _certificate(x, y, a, b, f, g, epsilon, *, metric, chunk):
+    """Certified ``(lower, upper)`` bounds on W1 and the column-marginal error of ``(f, g)``.
+
+    Rows are processed ``chunk`` at a time (two passes), so memory is ``O(chunk · m)``.
+    Padding rows (added to reach a multiple of ``chunk``) carry ``a = 0``, ``f = −inf``.
+    """
+    cost_fn = _cost_fn(metric)
+    n, m = x.shape[0], y.shape[0]
+    pad = (-n) % chunk
+    rows = (
+        jnp.pad(x, ((0, pad), (0, 0))).reshape(-1, chunk, x.shape[1]),
+        jnp.pad(a, (0, pad)).reshape(-1, chunk),
+        jnp.pad(f, (0, pad), constant_values=-jnp.inf).reshape(-1, chunk),
+    )
+    live_b = b > 0
+    g = jnp.where(live_b, g, -jnp.inf)
+
+    def plan(c, f_rows):
+        return jnp.exp((f_rows[:, None] + g[None, :] - c) / epsilon)
+
+    # Pass 1: f̃ = g^c (rows), ĝ = f^c (column minima over chunks), and the first rounding
+    # step: row scaling x_i = min(a_i / r_i, 1) and the scaled plan's column sums.
+    def pass1(carry, row):
+        g_hat, col_mass = carry
+        xr, ar, fr = row
+        c = cost_fn.all_pairs(xr, y)
+        p = plan(c, fr)
+        row_mass = jnp.sum(p, axis=1)
+        scale = jnp.where(row_mass > ar, ar / row_mass, 1.0)
+        f_tilde = jnp.where(ar > 0, jnp.min(c - g[None, :], axis=1), -jnp.inf)
+        g_hat = jnp.minimum(g_hat, jnp.min(c - fr[:, None], axis=0))
+        return (g_hat, col_mass + scale @ p), (f_tilde, scale)
+
+    init1 = (jnp.full((m,), jnp.inf, x.dtype), jnp.zeros((m,), x.dtype))
+    (g_hat, col_mass), (f_tilde, row_scale) = jax.lax.scan(pass1, init1, rows)
+    col_scale = jnp.where(col_mass > b, b / jnp.where(col_mass > 0, col_mass, 1.0), 1.0)
+    col_scale = jnp.where(live_b, col_scale, 0.0)
+    err_b = b - col_scale * col_mass
+    g_hat = jnp.where(live_b, g_hat, -jnp.inf)
+
+    # Pass 2: g̃ = f̃^c, f̂ = ĝ^c, and the rounded plan P'' = diag(x) P diag(y) + rank one.
+    def pass2(carry, row):
+        g_tilde, plan_cost = carry
+        xr, ar, fr, ft, sr = row
+        c = cost_fn.all_pairs(xr, y)
+        p = sr[:, None] * plan(c, fr) * col_scale[None, :]
+        f_hat = jnp.min(c - g_hat[None, :], axis=1)
+        g_tilde = jnp.minimum(g_tilde, jnp.min(c - ft[:, None], axis=0))
+        err_a = ar - jnp.sum(p, axis=1)
+        return (g_tilde, plan_cost + jnp.sum(c * p)), (f_hat, err_a, c @ err_b)
+
+    init2 = (jnp.full((m,), jnp.inf, x.dtype), jnp.zeros((), x.dtype))
+    (g_tilde, plan_cost), (f_hat, err_a, c_err_b) = jax.lax.scan(
+        pass2, init2, rows + (f_tilde, row_scale)
+    )
+    a_flat = rows[1].reshape(-1)
+    err_a = err_a.reshape(-1)
+    missing = jnp.sum(err_a)
+    upper = plan_cost + jnp.where(
+        missing > 0, jnp.vdot(err_a, c_err_b.reshape(-1)) / jnp.where(missing > 0, missing, 1.0), 0.0
+    )
+
+    def dual(fv, gv):
+        fa = jnp.where(a_flat > 0, a_flat * fv.reshape(-1), 0.0)
+        gb = jnp.where(live_b, b * gv, 0.0)
+        return jnp.sum(fa) + jnp.sum(gb)
+
+    lower = jnp.maximum(dual(f_tilde, g_tilde), dual(f_hat, g_hat))
+    return lower, upper, jnp.sum(jnp.abs(err_b))
+
+
+def _bucket(k: int) -> int:
+    """Smallest size ``≥ k`` of the form ``q·2^e`` with ``q ∈ {4, 5, 6, 7}`` (or ``k ≤ 4``)."""
+    if k <= 4:
+        return k
+    e = k.bit_length() - 3
+    return -(-k // (1 << e)) << e
+
+
+def _diameter(x: np.ndarray, y: np.ndarray, metric: str) -> float:
+    """Ground-metric diameter of the bounding box of both supports (``≥`` their diameter)."""
+    lo = np.minimum(x.min(axis=0), y.min(axis=0))
+    hi = np.maximum(x.max(axis=0), y.max(axis=0))
+    side = hi - lo
+    return float(side.max() if metric == "linf" else np.sqrt(np.sum(side**2)))
+
+
+def _subsample(key, x, y, b, size):
+    """``size`` data points without replacement; ``size`` i.i.d. draws from ``ν`` as weights."""
+    k_data, k_synth = jax.random.split(key)
+    rows = jax.random.choice(k_data, x.shape[0], (size,), replace=False)
+    draws = jax.random.choice(k_synth, b.shape[0], (size,), p=jnp.asarray(b))
+    counts = np.bincount(np.asarray(draws), minlength=b.shape[0])
+    return x[np.asarray(rows)], y, counts / size
+
+
+def w1_sinkhorn(
+    X,
+    points,
+    weights,
+    *,
+    metric: str = "linf",
+    rtol: float = 0.01,
+    subsample: int | None = None,
+    key=None,
+    online: bool | None = None,
+    max_iterations: int = 5000,
+    max_stages: int = 8,
+    batch_size: int = 1024,
+    online_threshold: int = 1 << 27,
+) -> SinkhornW1:
+    """Certified entropic estimate of W1 between data and a synthetic measure.
+
+    Args:
+      X: [n, d] data in [0,1]^d, each point with weight ``1/n``.
+      points: [M, d] synthetic atoms.
+      weights: [M] non-negative weights summing to 1; zero-weight atoms (padding) are
+        dropped on the host before solving and the support is re-padded with zero
+        weights to a size ``q·2^e`` (``q ∈ {4..7}``), so replicates of similar support
+        size share one compilation.
+      metric: ground metric, ``"linf"`` (default, seed 001 §7) or ``"l2"`` (not squared).
+      rtol: target relative half-width ``(upper − lower)/(upper + lower)`` of the bracket.
+      subsample: if given, W1 is estimated between ``subsample`` data points drawn
+        without replacement and the empirical measure of ``subsample`` i.i.d. draws from
+        the synthetic measure (seed 001 §7 says only "estimate W1 on random subsamples";
+        drawing from ``ν`` treats the synthetic measure as the generator it is, and the
+        draws are kept as counts on the original atoms).  Needs ``key``.
+      key: a ``jax.random`` key or integer seed; used only with ``subsample``.
+      online: force online (batched-cost) mode on or off; ``None`` chooses online when
+        ``n·m > online_threshold``.
+      max_iterations: Sinkhorn iteration cap per stage.
+      max_stages: cap on the number of ε stages.
+      batch_size: row batch of ott's online mode.
+      online_threshold: ``n·m`` above which online mode is the default.
+
+    Returns:
+      A :class:`SinkhornW1` with ``value``, certified ``lower``/``upper``, ``converged``,
+      total ``iterations`` and the final ``epsilon``.
+
+    Raises:
+      ValueError: naming the argument for bad data, shapes, metric, ``rtol``,
+        ``subsample`` (not in ``1..n``, or without ``key``) or caps.
+
+    Implements SPEC §7 (Sinkhorn) with the schedule measured in OTT_NOTES.md.
+    """
+    x = check_data(X, "X")
+    n, d = x.shape
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}; got {metric!r}")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 < rtol < 1:
+        raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}")
+    max_iterations = check_positive_int(max_iterations, "max_iterations", _MOMENTUM_START + 1)
+    max_stages = check_positive_int(max_stages, "max_stages")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    y = np.asarray(points, dtype=np.float64)
+    b = np.asarray(weights, dtype=np.float64)
+    if y.ndim != 2 or y.shape[1] != d:
+        raise ValueError(f"points must have shape (M, {d}) to match X; got {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("points contains NaN or inf")
+    if b.shape != y.shape[:1]:
+        raise ValueError(f"weights must have shape ({y.shape[0]},) to match points; got {b.shape}")
+    if not np.all(np.isfinite(b)) or np.any(b < 0) or not b.sum() > 0:
+        raise ValueError("weights must be finite, non-negative and not all zero")
+    b = b / b.sum()
+    if subsample is not None:
+        subsample = check_positive_int(subsample, "subsample")
+        if subsample > n:
+            raise ValueError(f"subsample must be at most n = {n}; got {subsample}")
+        if key is None:
+            raise ValueError("key is required with subsample")
+        key = jax.random.key(key) if isinstance(key, int) else key
+        x, y, b = _subsample(key, x, y, b, subsample)
+        n = subsample
+
+    live = np.flatnonzero(b > 0)
+    m = _bucket(live.size)
+    fill = m - live.size
+    y = np.concatenate([y[live], np.repeat(y[live[:1]], fill, axis=0)])
+    b = np.concatenate([b[live], np.zeros(fill)])
+    if online is None:
+        online = n * m > online_threshold
+    diam = _diameter(x, y, metric)
+    if diam == 0.0:  # both measures are one and the same point
+        return SinkhornW1(0.0, 0.0, 0.0, True, 0, 0.0)
+
+    x32, y32 = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    a32, b32 = jnp.full((n,), 1.0 / n, jnp.float32), jnp.asarray(b, jnp.float32)
+    stage = functools.partial(
+        _sinkhorn_stage,
+        metric=metric,
+        batch_size=min(batch_size, n) if online else None,
+        max_iterations=max_iterations,
+    )
+    certify = functools.partial(
+        _certificate, metric=metric, chunk=max(1, min(n, _CHUNK_ELEMENTS // m))
+    )
+
+    f, g = jnp.zeros((n,), jnp.float32), jnp.zeros((m,), jnp.float32)
+    lower, upper = -math.inf, math.inf
+    epsilon, iterations = _EPS0_FRACTION * diam, 0
+    for _ in range(max_stages):
+        threshold = np.clip(rtol * max(lower, epsilon / _EPS_PER_W1) / (8 * diam),
+                            _MIN_THRESHOLD, _MAX_THRESHOLD)
+        with _ott_batching_compat(), jax.default_matmul_precision("highest"):
+            f_new, g_new, n_iter = stage(x32, y32, a32, b32, f, g, epsilon, threshold)
+            lo, up, marginal_error = certify(x32, y32, a32, b32, f_new, g_new, epsilon)
+        iterations += int(n_iter)
+        import os
+        if os.environ.get("W1DBG"): print("   stage eps %.2e thr %.1e it %d lo %.5f up %.5f merr %.1e" % (epsilon, threshold, int(n_iter), float(lo), float(up), float(marginal_error)))
+        lo, up = float(lo), float(up)
+        if math.isfinite(lo) and math.isfinite(up):
+            f, g = f_new, g_new
+            lower, upper = max(lower, lo), min(upper, up)
+        if _converged(lower, upper, rtol):
+            break
+        if int(n_iter) < max_iterations and float(marginal_error) <= threshold:
+            epsilon = min(epsilon / 2, lower * _EPS_PER_W1) if lower > 0 else epsilon / 2
+    return SinkhornW1(
+        value=0.5 * (lower + upper),
+        lower=lower,
+        upper=upper,
+        converged=_converged(lower, upper, rtol),
+        iterations=iterations,
+        epsilon=float(epsilon),
+    )
+
+
+def _converged(lower: float, upper: float, rtol: float) -> bool:
+    finite = math.isfinite(lower) and math.isfinite(upper)
+    return finite and upper - lower <= rtol * (upper + lower)

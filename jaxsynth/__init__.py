@@ -1,1 +1,26 @@
-"""jaxsynth: batched differentially private synthetic data on dyadic partitions."""
+"""jaxsynth: batched differentially private synthetic data on dyadic partitions, with W1.
+
+    import jaxsynth as js
+    X = js.datasets.load("spiral", n=30000, key=0)
+    out = js.release(0, js.PMM(depth=15), X, eps=1.0)
+    batch = js.release_batch(0, js.PrunedPMM(), X, eps=[0.5, 1, 2], seeds=100)
+
+See SPEC §10 for the public surface.
+"""
+
+from jaxsynth import datasets
+from jaxsynth.datatree import DataTree
+from jaxsynth.measure import SyntheticMeasure
+from jaxsynth.pmm import PMM, PrunedPMM
+from jaxsynth.release import prepare, release, release_batch
+
+__all__ = [
+    "DataTree",
+    "PMM",
+    "PrunedPMM",
+    "SyntheticMeasure",
+    "datasets",
+    "prepare",
+    "release",
+    "release_batch",
+]

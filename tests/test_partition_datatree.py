@@ -1,0 +1,118 @@
+"""Partition geometry and data-tree counts against brute force (SPEC §0)."""
+
+import numpy as np
+import pytest
+
+from jaxsynth import partition
+from jaxsynth.datatree import DataTree
+
+
+def _boundary_data(rng, n, d):
+    """Random points with many exactly on dyadic boundaries and at 0 and 1."""
+    X = rng.random((n, d))
+    X[: n // 3] = rng.integers(0, 9, size=(n // 3, d)) / 8.0
+    X[n // 3 : n // 3 + 5] = 1.0
+    X[n // 3 + 5 : n // 3 + 10] = 0.0
+    return X
+
+
+def _brute_counts(X, level):
+    _, counts = np.unique(partition.cell_index(X, level), axis=0, return_counts=True)
+    return np.sort(counts)
+
+
+def test_resolution_and_diameters():
+    d = 3
+    for j in range(12):
+        k = partition.coordinate_resolution(j, d)
+        assert k.sum() == j
+        assert partition.diameter(j, d, "linf") == pytest.approx(2.0 ** -(j // d))
+        assert partition.diameter(j, d, "l2") == pytest.approx(np.sqrt(np.sum(4.0 ** -k)))
+    with pytest.raises(ValueError, match="metric"):
+        partition.diameter(1, 2, "l1")
+
+
+def test_boundary_conventions():
+    # the splitting hyperplane belongs to the upper child; x = 1 to the last cell
+    X = np.array([[0.5, 0.25], [1.0, 1.0], [0.0, 0.0], [np.nextafter(0.5, 0), 0.75]])
+    idx = partition.cell_index(X, 4)  # k = (2, 2)
+    np.testing.assert_array_equal(idx, [[2, 1], [3, 3], [0, 0], [1, 3]])
+    np.testing.assert_array_equal(partition.morton_bit(X, 0), [1, 1, 0, 0])
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_counts_match_brute_force(d):
+    rng = np.random.default_rng(d)
+    X = _boundary_data(rng, 400, d)
+    tree = DataTree.build(X, 14)
+    np.testing.assert_array_equal(tree.points, X[tree.order])
+    for level in range(15):
+        np.testing.assert_array_equal(np.sort(tree.level_counts(level)), _brute_counts(X, level))
+        assert tree.occupancy[level] == len(_brute_counts(X, level))
+    dense = tree.dense_counts(8)
+    for level in range(9):
+        assert dense[level].shape == (2**level,)
+        assert dense[level].sum() == len(X)
+        np.testing.assert_array_equal(np.sort(dense[level][dense[level] > 0]), _brute_counts(X, level))
+
+
+def test_dense_counts_are_in_morton_order():
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 2))
+    level = 6
+    counts = DataTree.build(X, level).dense_counts(level)[level]
+    cells = partition.leaf_index_to_cells(np.arange(2**level), level, 2)
+    for index in rng.choice(2**level, 20, replace=False):
+        inside = np.all(partition.cell_index(X, level) == cells[index], axis=1)
+        assert counts[index] == inside.sum()
+
+
+def test_deep_codes_beyond_one_word():
+    """Depth 200 in d = 64 and in d = 1: split levels from bits past 64 are exact."""
+    rng = np.random.default_rng(1)
+    X = rng.random((50, 64))
+    Y = X.copy()
+    Y[:, 63] = np.where(X[:, 63] < 0.5, 0.25, 0.75)  # coordinate 63 bit 1 at level 63
+    tree = DataTree.build(np.vstack([X, Y]), 200)
+    assert tree.words.shape == (100, 7)
+    base = np.array([0.25, 0.25 + 2.0**-40])  # first differ at digit 40 (no carry)
+    tree1 = DataTree.build(base[:, None], 200)
+    assert tree1.split[1] == 39  # levels 0..39 agree; the 40th digit is bit b_39
+    assert tree1.occupancy[39] == 1 and tree1.occupancy[40] == 2
+
+
+def test_duplicates_split_at_depth():
+    X = np.full((5, 2), 0.3)
+    tree = DataTree.build(X, 30)
+    assert np.all(tree.split[1:] == 30)
+    assert np.all(tree.occupancy == 1)
+
+
+def test_range_min_table():
+    rng = np.random.default_rng(2)
+    tree = DataTree.build(rng.random((97, 2)), 20)
+    table = tree.range_min_table
+    for k in range(table.shape[0]):
+        for i in range(0, tree.n - 2**k + 1, 7):
+            assert tree.split[table[k, i]] == tree.split[i : i + 2**k].min()
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.zeros((0, 2)), "empty"),
+        (np.zeros(5), "rank"),
+        (np.array([[0.1, np.nan]]), "NaN"),
+        (np.array([[0.1, 1.5]]), "outside"),
+        (np.array([[-0.1, 0.5]]), "outside"),
+        (np.array([[0.1, np.inf]]), "inf"),
+    ],
+)
+def test_bad_data_rejected(X, match):
+    with pytest.raises(ValueError, match=match):
+        DataTree.build(X, 4)
+
+
+def test_bad_depth_rejected():
+    with pytest.raises(ValueError, match="depth"):
+        DataTree.build(np.zeros((3, 2)), 0)

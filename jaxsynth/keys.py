@@ -78,23 +78,25 @@ def threefry2x32(key, counter):
     return jnp.stack([x0, x1], axis=-1)
 
 
-def fold_in(keys, tag: int):
-    """``jax.random.fold_in(k, tag)`` for every raw key in ``keys`` [..., 2]."""
+def fold_in(keys, tag):
+    """``jax.random.fold_in(k, t)`` for every raw key in ``keys`` [..., 2].
+
+    ``tag`` is an int, giving [..., 2], or a tuple of ints, giving [..., len(tag), 2] in
+    one hash call.
+    """
     keys = jnp.asarray(keys, jnp.uint32)
-    counter = jnp.broadcast_to(jnp.array([0, tag], jnp.uint32), keys.shape)
-    return threefry2x32(keys, counter)
+    tags = jnp.atleast_1d(jnp.asarray(tag, jnp.uint32))
+    counter = jnp.stack([jnp.zeros_like(tags), tags], axis=-1)
+    out = threefry2x32(jnp.broadcast_to(keys[..., None, :], keys.shape[:-1] + counter.shape), counter)
+    return out if isinstance(tag, tuple) else out[..., 0, :]
 
 
-def children(keys):
-    """Child keys [..., 2, 2] (bit 0, bit 1) of node keys [..., 2]."""
-    return jnp.stack([fold_in(keys, 0), fold_in(keys, 1)], axis=-2)
+def split_node(keys):
+    """Child keys [..., 2, 2] (bit 0, bit 1) and fair coins [...] of node keys, one hash."""
+    out = fold_in(keys, (0, 1, COIN))
+    return out[..., :2, :], (out[..., 2, 0] & 1).astype(jnp.int32)
 
 
 def noise_bits(keys):
     """The two uint32 words [..., 2] of each node's own noise draw."""
     return fold_in(keys, NOISE)
-
-
-def coin(keys):
-    """Each node's fair coin (int32 0/1)."""
-    return (fold_in(keys, COIN)[..., 0] & 1).astype(jnp.int32)

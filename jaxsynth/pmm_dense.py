@@ -40,9 +40,9 @@ def dense_pmm(key, sigmas, sigma0, counts, leaf_lower, *, rule, uniform, capacit
     node_keys = key[None]
     active_sum = jnp.int32(0)
     for j in range(depth):  # levels are unrolled at trace time; nodes are vectorised
-        child_keys = K.children(node_keys)  # [2^j, 2, 2]
+        child_keys, coin = K.split_node(node_keys)  # [2^j, 2, 2], [2^j]
         noisy = noisy_children(counts[j + 1].reshape(-1, 2), child_keys, sigmas[j])
-        m0, m1 = split(mass, noisy[:, 0], noisy[:, 1], K.coin(node_keys))
+        m0, m1 = split(mass, noisy[:, 0], noisy[:, 1], coin)
         active_sum += jnp.sum(mass > 0)
         mass = jnp.stack([m0, m1], axis=-1).reshape(-1)
         node_keys = child_keys.reshape(-1, 2)

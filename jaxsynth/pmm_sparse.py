@@ -39,10 +39,10 @@ def _compact(keep, capacity, *arrays):
 def _level_step(dev, d, capacity, state, level, sigma, live):
     lo, hi, mass, node_keys, lower, visited = state
     p = child_boundary(dev, lo, hi, level)
-    child_keys = K.children(node_keys)  # [K, 2, 2]
+    child_keys, coin = K.split_node(node_keys)  # [K, 2, 2], [K]
     counts = jnp.stack([p - lo, hi - p], axis=-1)
     noisy = noisy_children(counts, child_keys, sigma)
-    m0, m1 = zero_respecting_split(mass, noisy[:, 0], noisy[:, 1], K.coin(node_keys))
+    m0, m1 = zero_respecting_split(mass, noisy[:, 0], noisy[:, 1], coin)
     half = jnp.exp2(-(level // d + 1).astype(jnp.float32))
     step = half * (jnp.arange(d) == level % d)
     child_mass = jnp.stack([m0, m1], axis=-1).reshape(-1)

@@ -88,9 +88,11 @@ def test_threefry_matches_jax_fold_in():
         ours = keys.fold_in(base, tag)
         ref = jax.vmap(lambda k: jax.random.fold_in(k, tag))(base)
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(ref))
+    children, _ = keys.split_node(base)
+    np.testing.assert_array_equal(np.asarray(children[:, 1]), np.asarray(keys.fold_in(base, 1)))
 
 
 def test_coin_is_fair():
     node_keys = jax.random.split(jax.random.PRNGKey(5), 100_000)
-    heads = int(np.asarray(keys.coin(node_keys)).sum())
+    heads = int(np.asarray(keys.split_node(node_keys)[1]).sum())
     assert abs(heads - 50_000) < 5 * np.sqrt(100_000 * 0.25)

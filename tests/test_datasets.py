@@ -1,0 +1,350 @@
+"""Tests for jaxsynth.datasets (SPEC §8): generators, intrinsic dimension, files, rescaling.
+
+Occupied-cell counts are computed independently with ``partition.cell_index`` (distinct
+level-j cells).  Statistical checks use fixed keys; tolerances are stated where used.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.spatial.distance import pdist
+
+from jaxsynth import datasets as ds
+from jaxsynth.partition import cell_index, coordinate_resolution
+
+SHAPES = [
+    "two_moons", "spiral", "annulus", "s_curve", "pinwheel",
+    "figure_eight", "four_blobs", "checkerboard", "cross",
+]  # fmt: skip
+CURVES = ["two_moons", "spiral", "s_curve", "pinwheel", "figure_eight", "cross"]
+REGIONS = ["annulus", "four_blobs", "checkerboard"]
+
+
+def _dims(name):
+    """Arguments exercising each generator in more than 2 dimensions where it can."""
+    return {"subspace": dict(d=3, k=2), "cubes": dict(d=3, k=2), "ball": dict(d=3),
+            "uniform": dict(d=3)}.get(name, {})  # fmt: skip
+
+
+def occupied(X, level):
+    """Number of distinct level-``level`` cells holding a point of ``X``."""
+    idx = cell_index(X, level)
+    sizes = tuple(1 << coordinate_resolution(level, X.shape[1]))
+    return len(np.unique(np.ravel_multi_index(idx.T, sizes)))
+
+
+def growth_slope(X, levels):
+    """Least-squares slope of log2(occupied cells) against the level."""
+    counts = [occupied(X, j) for j in levels]
+    return np.polyfit(levels, np.log2(counts), 1)[0]
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def test_names_cover_spec():
+    assert set(SHAPES) | {"subspace", "cubes", "ball", "uniform"} == set(ds.names())
+    for name in ds.names():
+        assert "Options" in ds.describe(name)
+
+
+@pytest.mark.parametrize("name", ds.names())
+def test_generator_contract(name):
+    kw = _dims(name)
+    d = kw.get("d", 2)
+    X = ds.load(name, n=257, key=7, **kw)
+    assert X.shape == (257, d) and X.dtype == np.float64
+    assert np.all((X >= 0) & (X <= 1))
+    np.testing.assert_array_equal(X, ds.load(name, n=257, key=7, **kw))
+    assert not np.array_equal(X, ds.load(name, n=257, key=8, **kw))
+    # JAX keys, typed and raw, are deterministic too and differ between keys.
+    for make in (jax.random.key, jax.random.PRNGKey):
+        Y = ds.load(name, n=257, key=make(3), **kw)
+        np.testing.assert_array_equal(Y, ds.load(name, n=257, key=make(3), **kw))
+        assert not np.array_equal(Y, ds.load(name, n=257, key=make(4), **kw))
+
+
+def test_default_n_and_spellings():
+    X = ds.load("two-moons", key=1)
+    assert X.shape == (ds.DEFAULT_N, 2)
+    np.testing.assert_array_equal(X, ds.load("Two_Moons", key=1))
+    np.testing.assert_array_equal(ds.load("s-curve", n=9), ds.load("s_curve", n=9))
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_noise_stays_inside_by_construction(name):
+    # Jitter as large as the shapes themselves: a clipping implementation would leave
+    # points exactly on the faces, one without truncation would leave the cube.
+    X = ds.load(name, n=4000, key=0, noise=0.5, margin=0.0)
+    assert np.all((X > 0) & (X < 1))
+    Y = ds.load(name, n=4000, key=0, noise=0.05, margin=0.1)
+    assert np.all((Y >= 0.1) & (Y <= 0.9))
+
+
+@pytest.mark.parametrize("name", CURVES)
+def test_curve_occupancy_grows_like_dimension_one(name):
+    # Log2 of occupied cells grows ≈ 1/2 per level for a curve in d = 2 (the cell side
+    # halves every 2 levels).  Levels 8..20 (cell sides 1/16..1/1024) are past the
+    # shapes' coarse structure and far from saturation (≤ ~6000 cells for 2^16 points);
+    # measured slopes are 0.49–0.50, so ±0.06 leaves room without admitting a 2-D set.
+    X = ds.load(name, n=2**16, key=0)
+    slope = growth_slope(X, np.arange(8, 21, 2))
+    assert abs(slope - 0.5) < 0.06
+    assert ds.intrinsic_dimension(name) == 1
+
+
+@pytest.mark.parametrize("name", REGIONS)
+def test_region_occupancy_grows_like_dimension_two(name):
+    # Positive-area shapes: slope near 1 per level before saturation (levels 6..14,
+    # ≤ 2^14 cells for 2^16 points).  Boundary cells and Gaussian tails pull the
+    # finite-range slope down to 0.84–0.90 (measured); the uniform square gives 1.
+    X = ds.load(name, n=2**16, key=0)
+    levels = np.arange(6, 15, 2)
+    slope = growth_slope(X, levels)
+    square = growth_slope(ds.load("uniform", n=2**16, key=0), np.arange(2, 13, 2))
+    assert slope > 0.75
+    assert abs(square - 1.0) < 0.02
+    curve = growth_slope(ds.load("spiral", n=2**16, key=0), levels)
+    assert curve < slope - 0.2  # a curve is clearly below both
+    assert ds.intrinsic_dimension(name) == 2
+
+
+def test_cross_and_annulus_laws():
+    # Cross: two segments of equal length, so half the mass on each (n = 20000,
+    # sd 0.0035; tolerance 0.02 ≈ 6 sd).  Segments map onto x = 1/2 and y = 1/2.
+    X = ds.load("cross", n=20000, key=2)
+    on_h, on_v = X[:, 1] == 0.5, X[:, 0] == 0.5
+    assert np.all(on_h | on_v)
+    assert abs(on_h.mean() - 0.5) < 0.02
+    # Annulus uniform in area: r^2 ~ U[inner^2, 1] in the shape's units (scale 0.45
+    # with the default margin 0.05 on the box [-1, 1]^2).  KS at a fixed key.
+    A = ds.load("annulus", n=5000, key=3, inner=0.5)
+    r2 = np.sum(((A - 0.5) / 0.45) ** 2, axis=1)
+    assert stats.kstest(r2, stats.uniform(0.25, 0.75).cdf).pvalue > 1e-3
+
+
+def test_spiral_is_uniform_in_arc_length():
+    # Spiral r ∈ [0.1, 1], φ = 2π·3·r: arc length element sqrt(1 + (ar)^2) dr with a = 6π,
+    # whose primitive is (r sqrt(1 + (ar)^2) + asinh(ar)/a) / 2, so the radius has cdf
+    # (L(r) - L(0.1)) / (L(1) - L(0.1)), far from the law of a parameter-uniform sampler
+    # (r uniform).  KS at a fixed key, n = 5000.
+    a = 6 * np.pi
+    arc = lambda r: (r * np.sqrt(1 + (a * r) ** 2) + np.arcsinh(a * r) / a) / 2  # noqa: E731
+    cdf = lambda r: (arc(np.clip(r, 0.1, 1.0)) - arc(0.1)) / (arc(1.0) - arc(0.1))  # noqa: E731
+    X = ds.load("spiral", n=5000, key=4)
+    r = np.linalg.norm((X - 0.5) / 0.45, axis=1)
+    assert stats.kstest(r, cdf).pvalue > 1e-3
+    assert stats.kstest(r, stats.uniform(0.1, 0.9).cdf).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("d,k", [(3, 1), (4, 2)])
+def test_subspace_constant_coordinates_and_growth(d, k):
+    n = 2**15
+    X = ds.load("subspace", n=n, d=d, k=k, key=0)
+    constant = np.ptp(X, axis=0) == 0
+    assert constant.sum() == d - k and not constant[:k].any()
+    np.testing.assert_array_equal(X[:, k:], 0.5)
+    # Exactly 2^{qk} cells at level qd while 2^{qk} << n, so slope k/d per level; the
+    # uniform cube gives slope 1 while 2^{qd} <= n/8 (no saturation).  Tolerance 0.03.
+    sub = growth_slope(X, d * np.arange(1, 12 // k + 1))
+    uni = growth_slope(ds.load("uniform", n=n, d=d, key=0), d * np.arange(1, 12 // d + 1))
+    assert abs(sub - k / d) < 0.03
+    assert abs(uni - 1.0) < 0.03
+    assert ds.intrinsic_dimension("subspace", d=d, k=k) == k
+
+
+def test_subspace_options():
+    X = ds.load("subspace", n=3000, d=4, k=2, key=1, coords=(1, 3), value=[0.2, 0.7])
+    np.testing.assert_array_equal(X[:, 0], 0.2)
+    np.testing.assert_array_equal(X[:, 2], 0.7)
+    for c in (1, 3):  # free coordinates are U[0,1]
+        assert stats.kstest(X[:, c], "uniform").pvalue > 1e-3
+    with pytest.raises(ValueError, match="coords"):
+        ds.load("subspace", d=3, k=2, coords=(0, 0))
+    with pytest.raises(ValueError, match="coords"):
+        ds.load("subspace", d=3, k=2, coords=(0, 3))
+    with pytest.raises(ValueError, match="value"):
+        ds.load("subspace", d=3, k=1, value=1.5)
+
+
+def test_cubes_default_union():
+    # Documented default for d = 3, k = 1: A_l = {l}, other coordinates fixed at (l+1)/4.
+    n = 30000
+    X = ds.load("cubes", n=n, d=3, k=1, key=0)
+    member = []
+    for l in range(3):
+        fixed = [c for c in range(3) if c != l]
+        member.append(np.all(X[:, fixed] == (l + 1) / 4, axis=1))
+    member = np.array(member)
+    assert np.all(member.any(axis=0))
+    np.testing.assert_allclose(member.mean(axis=1), 1 / 3, atol=0.02)  # sd 0.0027
+    # Growth ≈ k/d per level on a union of k-cubes (Prop. 1): (d, k) = (4, 2), levels
+    # 8..20 (≤ 3·2^10 cells for 2^15 points); measured 0.50, tolerance 0.04.
+    Y = ds.load("cubes", n=2**15, d=4, k=2, key=0)
+    assert abs(growth_slope(Y, 4 * np.arange(2, 6)) - 0.5) < 0.04
+    Z = ds.load("cubes", n=50, d=3, k=2, components=[((0, 2), 0.3)])
+    np.testing.assert_array_equal(Z[:, 1], 0.3)
+
+
+def test_ball_radius_and_central_occupancy():
+    d, r, n = 5, 0.1, 20000
+    X = ds.load("ball", n=n, d=d, key=0, radius=r)
+    dist = np.linalg.norm(X - 0.5, axis=1)
+    assert dist.max() <= r * (1 + 1e-12) and dist.max() > 0.98 * r
+    # Uniform in volume: P(|x - c| < r/2) = 2^{-d}; sd ≈ 0.0012, tolerance 0.006.
+    assert abs(np.mean(dist < r / 2) - 2.0**-d) < 0.006
+    # Seed 000 §6: centered at the cube's center, the ball meets all 2^d cells after d
+    # levels; with radius 0.1 < 1/8 it stays inside the 2^d cells touching the center
+    # at levels 2d and 3d (sides 1/4 and 1/8), so the count is exactly 2^d there.
+    assert [occupied(X, j) for j in (d, 2 * d, 3 * d)] == [2**d] * 3
+    assert ds.intrinsic_dimension("ball", d=d) == d
+    with pytest.raises(ValueError, match="radius"):
+        ds.load("ball", radius=0.6)
+
+
+def test_intrinsic_dimension_table():
+    for name in CURVES:
+        assert ds.intrinsic_dimension(name) == 1
+        assert ds.intrinsic_dimension(name, noise=0.01) == 2
+    for name in REGIONS:
+        assert ds.intrinsic_dimension(name) == 2
+    assert ds.intrinsic_dimension("cubes", d=7, k=3) == 3
+    assert ds.intrinsic_dimension("uniform", d=6) == 6
+    assert ds.intrinsic_dimension("subspace") == 1  # defaults d = 2, k = 1
+
+
+# --------------------------------------------------------------------------- bad arguments
+
+
+def test_unknown_name_lists_known_names():
+    with pytest.raises(ValueError) as info:
+        ds.load("moons")
+    assert all(name in str(info.value) for name in ds.names())
+
+
+@pytest.mark.parametrize(
+    "kwargs,arg",
+    [
+        (dict(name="uniform", n=0), "n"),
+        (dict(name="uniform", n=2.5), "n"),
+        (dict(name="spiral", d=3), "d"),
+        (dict(name="uniform", d=0), "d"),
+        (dict(name="subspace", d=2, k=3), "k"),
+        (dict(name="subspace", d=2, k=0), "k"),
+        (dict(name="uniform", k=1), "k"),
+        (dict(name="spiral", k=1), "k"),
+        (dict(name="uniform", key=-1), "key"),
+        (dict(name="uniform", key="seed"), "key"),
+        (dict(name="spiral", noise=-0.1), "noise"),
+        (dict(name="spiral", radius=0.1), "radius"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, arg):
+    name = kwargs.pop("name")
+    with pytest.raises(ValueError, match=rf"\b{arg}\b"):
+        ds.load(name, **kwargs)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def test_file_round_trips(tmp_path):
+    X = ds.load("spiral", n=50, key=0)
+    Y = ds.load("ball", n=30, d=2, key=1)
+    np.save(tmp_path / "x.npy", X)
+    np.testing.assert_array_equal(ds.load(tmp_path / "x.npy"), X)
+    np.testing.assert_array_equal(ds.load(str(tmp_path / "x.npy"), n=50, d=2), X)
+    np.savez(tmp_path / "xy.npz", first=X, second=Y)
+    np.testing.assert_array_equal(ds.load(tmp_path / "xy.npz"), X)
+    np.testing.assert_array_equal(ds.load(tmp_path / "xy.npz", array="second"), Y)
+    np.savetxt(tmp_path / "plain.csv", X, delimiter=",", fmt="%.17g")
+    np.testing.assert_array_equal(ds.load(tmp_path / "plain.csv"), X)
+    np.savetxt(tmp_path / "head.csv", X, delimiter=",", fmt="%.17g", header="x,y", comments="")
+    np.testing.assert_array_equal(ds.load(tmp_path / "head.csv"), X)
+    np.savetxt(tmp_path / "space.csv", X, fmt="%.17g", header="x y", comments="")
+    np.testing.assert_array_equal(ds.load(tmp_path / "space.csv"), X)
+
+
+def _write(path, content):
+    if isinstance(content, np.ndarray):
+        np.save(path, content)
+    elif isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    "filename,content",
+    [
+        ("nan.npy", np.array([[0.1, np.nan], [0.2, 0.3]])),
+        ("outside.csv", "x,y\n0.1,0.2\n0.5,1.5\n"),
+        ("rank1.npy", np.array([0.1, 0.2, 0.3])),
+        ("empty.npy", np.zeros((0, 2))),
+        ("empty.csv", ""),
+        ("header_only.csv", "x,y\n"),
+        ("garbage.npy", b"not a numpy file"),
+        ("garbage.npz", b"not a zip file"),
+        ("ragged.csv", "0.1,0.2\n0.3\n"),
+        ("words.csv", "x,y\n0.1,abc\n"),
+    ],
+)
+def test_bad_files_name_the_file(tmp_path, filename, content):
+    path = _write(tmp_path / filename, content)
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        ds.load(path)
+
+
+def test_missing_file_and_file_arguments(tmp_path):
+    missing = tmp_path / "missing.npy"
+    with pytest.raises(ValueError, match=re.escape(str(missing))):
+        ds.load(missing)
+    path = _write(tmp_path / "x.npy", ds.load("uniform", n=10, d=3))
+    with pytest.raises(ValueError, match=r"\bn\b"):
+        ds.load(path, n=11)
+    with pytest.raises(ValueError, match=r"\bd\b"):
+        ds.load(path, d=2)
+    with pytest.raises(ValueError, match=r"\bk\b"):
+        ds.load(path, k=1)
+    np.savez(tmp_path / "a.npz", a=np.full((3, 2), 0.5))
+    with pytest.raises(ValueError, match="'b'"):
+        ds.load(tmp_path / "a.npz", array="b")
+
+
+# --------------------------------------------------------------------------- rescaling
+
+
+def test_rescale_common_scale():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)) * [1.0, 100.0, 0.01] + [5.0, -3.0, 1e3]
+    for margin in (0.0, 0.1):
+        Y = ds.rescale_to_unit_cube(X, margin=margin)
+        assert Y.shape == X.shape and Y.dtype == np.float64
+        assert np.all((Y >= margin) & (Y <= 1 - margin))
+        # The widest coordinate (index 1) spans exactly [margin, 1 - margin].
+        np.testing.assert_allclose([Y[:, 1].min(), Y[:, 1].max()], [margin, 1 - margin])
+        # One common scale: every ℓ∞ (and ℓ2) distance is multiplied by the same factor.
+        for metric in ("chebyshev", "euclidean"):
+            ratio = pdist(Y, metric) / pdist(X, metric)
+            np.testing.assert_allclose(ratio, ratio[0], rtol=1e-9)
+        np.testing.assert_allclose(ratio[0], (1 - 2 * margin) / np.ptp(X[:, 1]))
+    np.testing.assert_array_equal(ds.rescale_to_unit_cube(np.full((4, 2), 7.0)), 0.5)
+
+
+@pytest.mark.parametrize(
+    "bad", [np.array([[0.0, np.nan]]), np.array([[np.inf, 1.0]]), np.zeros((0, 2)), np.ones(3)]
+)
+def test_rescale_refuses_bad_input(bad):
+    with pytest.raises(ValueError, match=r"\bX\b"):
+        ds.rescale_to_unit_cube(bad)
+
+
+def test_rescale_refuses_bad_margin():
+    with pytest.raises(ValueError, match="margin"):
+        ds.rescale_to_unit_cube(np.ones((2, 2)), margin=0.5)

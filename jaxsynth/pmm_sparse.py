@@ -20,20 +20,8 @@ import jax.numpy as jnp
 from jaxsynth import keys as K
 from jaxsynth.consistency import zero_respecting_split
 from jaxsynth.descent import DeviceTree, child_boundary
+from jaxsynth.frontier import compact
 from jaxsynth.pmm_core import leaf_side, noisy_children, release_leaves, root_mass
-
-
-def _compact(keep, capacity, *arrays):
-    """Move entries with ``keep`` to the front (order kept) of arrays of length ``capacity``.
-
-    One int32 scatter finds each slot's source, then every array is gathered; slots past
-    the kept entries read entry 0 with ``keep`` false, so the caller masks them.
-    """
-    pos = jnp.where(keep, jnp.cumsum(keep) - 1, capacity)
-    source = jnp.zeros(capacity, jnp.int32).at[pos].set(
-        jnp.arange(keep.shape[0], dtype=jnp.int32), mode="drop"
-    )
-    return tuple(a[source] for a in arrays)
 
 
 def _level_step(dev, d, capacity, state, level, sigma, live):
@@ -46,7 +34,7 @@ def _level_step(dev, d, capacity, state, level, sigma, live):
     half = jnp.exp2(-(level // d + 1).astype(jnp.float32))
     step = half * (jnp.arange(d) == level % d)
     child_mass = jnp.stack([m0, m1], axis=-1).reshape(-1)
-    new_lo, new_hi, new_mass, new_keys, new_lower = _compact(
+    new_lo, new_hi, new_mass, new_keys, new_lower = compact(
         child_mass > 0,
         capacity,
         jnp.stack([lo, p], axis=-1).reshape(-1),

@@ -90,7 +90,7 @@ from jaxsynth.noise import (
     exponential_mechanism,
     exponential_mechanism_probabilities,
 )
-from jaxsynth.pmm import _SPARSE_BYTES_PER_SLOT, PLACEMENTS, PrunedPMM
+from jaxsynth.pmm import PLACEMENTS, root_capacity, sparse_chunk
 from jaxsynth.pmm_sparse import sparse_pruned_pmm
 
 CANDIDATE_SETS = ("standard", "enlarged")
@@ -423,10 +423,8 @@ class AdaptivePrunedPMM:
             )
         f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
         keys = jnp.asarray(keys, jnp.uint32)
-        engine = PrunedPMM(engine="sparse", placement=self.placement)
-        capacity = engine._capacity(K.fold_in(keys, MAIN_TAG), f32(sigma0), tree.n)
-        per_rep = _SPARSE_BYTES_PER_SLOT * capacity * (1 + tree.d / 4)
-        chunk = batching.seeds_per_chunk(per_rep, len(eps), memory_bytes)
+        capacity = root_capacity(K.fold_in(keys, MAIN_TAG), f32(sigma0), tree.n)
+        chunk = sparse_chunk(capacity, tree.d, len(eps), memory_bytes)
         per_eps_args = (
             f32(plan["gaps"]), f32(plan["sensitivity"]), f32(eps_sel), f32(plan["sigmas"]),
             jnp.asarray(plan["depths"], jnp.int32), f32(sigma0),

@@ -110,10 +110,24 @@ class _PMMFamily:
             parts[int(depth)] = (idx, self._run_depth(keys, eps[idx], int(depth), tree, memory_bytes))
         return _merge_by_eps(parts, len(eps), self._adjacency_label(), self.name)
 
-    def _capacity(self, keys, sigma0, n: int) -> int:
-        """Slots / points needed: the largest root mass over the batch (drawn exactly)."""
-        m = jax.vmap(lambda s0: jax.vmap(lambda k: root_mass(k, n, s0))(keys))(sigma0)
-        return batching.capacity_bucket(int(jnp.max(m)))
+
+
+def root_capacity(keys, sigma0, n: int) -> int:
+    """Slots / points a batch needs: its largest root mass (drawn exactly), bucketed.
+
+    Args:
+      keys: [S, 2] raw replicate keys (the keys the release will use for its root draw).
+      sigma0: [E] root scales.
+      n: number of data points.
+    """
+    m = jax.vmap(lambda s0: jax.vmap(lambda k: root_mass(k, n, s0))(keys))(sigma0)
+    return batching.capacity_bucket(int(jnp.max(m)))
+
+
+def sparse_chunk(capacity: int, d: int, n_eps: int, memory_bytes: int) -> int:
+    """Seeds per jitted chunk of the sparse engine with ``capacity`` slots."""
+    per_replicate = _SPARSE_BYTES_PER_SLOT * capacity * (1 + d / 4)
+    return batching.seeds_per_chunk(per_replicate, n_eps, memory_bytes)
 
 
 def _merge_by_eps(parts, n_eps, adjacency, name) -> SyntheticMeasure:
@@ -194,7 +208,7 @@ def _run_dense(mech, rule, keys, eps, depth, tree, memory_bytes):
     _check_dense(depth, memory_bytes)
     sigmas, sigma0, budget = mech._scales(eps, depth, tree)
     uniform = mech.placement == "uniform"
-    capacity = mech._capacity(keys, sigma0, tree.n) if uniform else 0
+    capacity = root_capacity(keys, sigma0, tree.n) if uniform else 0
     counts = tuple(jnp.asarray(c) for c in tree.dense_counts(depth))
     per_rep = _DENSE_BYTES_PER_NODE * 2.0 ** (depth + 1) + 16 * capacity * tree.d
     chunk = batching.seeds_per_chunk(per_rep, len(eps), memory_bytes)
@@ -268,9 +282,8 @@ class PrunedPMM(_PMMFamily):
         if engine == "dense":
             return _run_dense(self, "zero_respecting", keys, eps, depth, tree, memory_bytes)
         sigmas, sigma0, budget = self._scales(eps, depth, tree)
-        capacity = self._capacity(keys, sigma0, tree.n)
-        per_rep = _SPARSE_BYTES_PER_SLOT * capacity * (1 + tree.d / 4)
-        chunk = batching.seeds_per_chunk(per_rep, len(eps), memory_bytes)
+        capacity = root_capacity(keys, sigma0, tree.n)
+        chunk = sparse_chunk(capacity, tree.d, len(eps), memory_bytes)
         outputs = batching.run_grid(
             _sparse_kernel(self.placement == "uniform", capacity), keys,
             (sigmas, sigma0), (jnp.int32(depth), tree.device), chunk,

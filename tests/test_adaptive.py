@@ -13,7 +13,6 @@ also checks the synthesis stage against a direct sparse Pruned-PMM call.
 
 import functools
 import math
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +30,7 @@ from jaxsynth.adaptive import (
     select_candidate,
 )
 from jaxsynth.datatree import DataTree
-from jaxsynth.pmm import PrunedPMM
+from jaxsynth.pmm import root_capacity
 from jaxsynth.pmm_core import root_mass
 from jaxsynth.pmm_sparse import sparse_pruned_pmm
 from jaxsynth.release import release, release_batch
@@ -308,16 +307,14 @@ def test_deep_candidate_runs_in_linear_cost():
     assert cands.depth[0] == tree.depth == 147
     key = jax.random.PRNGKey(3)
     sigma0 = jnp.float32(1 / 0.9)
-    capacity = PrunedPMM(engine="sparse")._capacity(K.fold_in(key, MAIN_TAG)[None], sigma0[None], n)
+    capacity = root_capacity(K.fold_in(key, MAIN_TAG)[None], sigma0[None], n)
     forced = np.where(np.arange(d) == 0, 0.0, np.inf)  # select s = 1 with probability 1
-    start = time.perf_counter()
     points, weights, m, visited, leaves, selected, depth = adaptive_replicate(
         key, forced, cands.sensitivity, 0.1, jnp.asarray(cands.sigmas, jnp.float32),
         jnp.asarray(cands.depth, jnp.int32), sigma0, tree.device,
         capacity=capacity, uniform=False,
     )
     jax.block_until_ready(weights)
-    assert time.perf_counter() - start < 120  # compile + run; 2^147 work would never end
     assert (int(selected), int(depth)) == (0, 147)
     assert 1 < int(visited) <= 1 + 2 * int(m) * 147
     assert 0 < int(leaves) <= int(m)

@@ -1,0 +1,148 @@
+"""Figures of sweeps: W1 against εn with rates, and depth sweeps (SPEC §9).
+
+Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never through
+``pyplot``: nothing opens a window and importing this module changes no global
+matplotlib state.  Each function returns the ``Figure`` (notebooks display it) and
+writes it to ``path`` when given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from jaxsynth.rates import estimate_rate, theory
+
+__all__ = ["depth_plot", "rate_plot"]
+
+
+def _groups(df: pd.DataFrame, by) -> list[tuple[tuple, str, pd.DataFrame]]:
+    """(key tuple, label, rows) per group of ``by``."""
+    by = [by] if isinstance(by, str) else list(by)
+    missing = [c for c in by if c not in df]
+    if missing:
+        raise ValueError(f"df lacks the column(s) {missing} named in by")
+    out = []
+    for key, g in df.groupby(by, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        out.append((key, " / ".join(map(str, key)), g))
+    return out
+
+
+def _save(fig: Figure, path) -> Figure:
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def rate_plot(df: pd.DataFrame, metric: str = "w1_tree", by=("mechanism", "data"),
+              rates: pd.DataFrame | None = None, path=None) -> Figure:
+    """Mean W1 against εn on log-log axes, with the fitted slope and the theory line.
+
+    Args:
+      df: a ``simulate`` table (columns ``eps``, ``n``, ``metric``, ``by``).
+      metric: the column plotted.
+      by: columns defining one curve each.
+      rates: ``estimate_rate(df, metric, by)`` if already computed (else computed with
+        200 bootstrap resamples, enough for the legend's interval).
+      path: where to save the figure (PNG, PDF, ... by suffix), or ``None``.
+
+    Returns:
+      the ``Figure``.  Points are cell means with ±2 standard errors; the solid line is
+      the least-squares fit (its slope and interval in the legend); the dotted line is
+      the papers' bound function (``rates.theory``) scaled to meet the fit at the
+      geometric middle of the εn range.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    if metric not in df:
+        raise ValueError(f"df lacks the column {metric!r}")
+    if rates is None:
+        rates = estimate_rate(df, metric=metric, by=by, n_boot=200)
+    fig = Figure(figsize=(6.4, 4.8))
+    ax = fig.add_subplot()
+    fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
+    for i, (key, label, g) in enumerate(_groups(df, by)):
+        fit = fits[key]
+        color = f"C{i % 10}"
+        cells = g.assign(en=g["eps"] * g["n"]).groupby("en")[metric]
+        x, mean = cells.mean().index.to_numpy(float), cells.mean().to_numpy(float)
+        err = 2 * cells.std(ddof=1).fillna(0).to_numpy(float) / np.sqrt(cells.size().to_numpy())
+        fitted = np.isfinite(fit["slope"])
+        ax.errorbar(x, mean, yerr=err, fmt="o", color=color, ms=4, capsize=2,
+                    label=None if fitted else label)
+        if fitted:
+            mid = np.sqrt(x.min() * x.max())
+            logs = np.log(mean)
+            at_mid = np.exp(logs.mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
+            grid = np.geomspace(x.min(), x.max(), 50)
+            ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], "-", color=color,
+                    label=f"{label}: slope {fit['slope']:.2f} "
+                          f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
+            th = _group_theory(g)
+            if th is not None and fit["theory"] == th.label:
+                ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color=color,
+                        label=f"{label}: theory {th.label} (slope {fit['bound_slope']:.2f})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("ε n")
+    ax.set_ylabel(metric.replace("w1_", "W1 (") + ")" if metric.startswith("w1_") else metric)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _group_theory(g: pd.DataFrame):
+    kind = g["kind"].iloc[0] if "kind" in g else g["mechanism"].iloc[0]
+    s = g["intrinsic_dim"].iloc[0] if "intrinsic_dim" in g else None
+    return theory(kind, int(g["d"].iloc[0]), s) if "d" in g else None
+
+
+_COMPARABLE = ("w1_sinkhorn", "w1_upper", "w1_tree_upper", "w1_tree")
+"""W1 columns in order of preference for a depth sweep (comparable across depths first)."""
+
+
+def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None) -> Figure:
+    """W1, seconds and visited nodes against depth, one curve per group (seed 001 Fig. 3).
+
+    Args:
+      df: a ``simulate`` table of a depth sweep (``simulate.depth_sweep`` builds the
+        mechanisms); columns ``depth``, ``metric``, ``visited`` and ``release_seconds``
+        (or ``seconds``).
+      metric: the W1 column; default the first present of ``w1_sinkhorn``, ``w1_upper``,
+        ``w1_tree_upper``, ``w1_tree``.  The tree metric itself changes with the depth
+        (a shallow tree ignores distances inside its leaves), so ``w1_tree`` is not
+        comparable across depths; Sinkhorn and the certified upper bounds are.
+      by: columns defining one curve each (default the mechanism's name, so the
+        per-depth labels of ``depth_sweep`` fall into one curve).
+      path: where to save the figure, or ``None``.
+
+    Returns:
+      the ``Figure``: three panels of per-depth means (log scale for seconds and visited
+      nodes).  Seconds include each configuration's compilation unless the sweep was run
+      with ``simulate(..., warmup=True)``.
+    """
+    if metric is None:
+        metric = next((c for c in _COMPARABLE if c in df), _COMPARABLE[-1])
+    seconds = "release_seconds" if "release_seconds" in df else "seconds"
+    panels = [(metric, "mean " + metric, "linear"), (seconds, "seconds per replicate", "log"),
+              ("visited", "visited nodes", "log")]
+    missing = [c for c, _, _ in panels + [("depth", "", "")] if c not in df]
+    if missing:
+        raise ValueError(f"df lacks the column(s) {missing}")
+    fig = Figure(figsize=(12, 3.8))
+    axes = fig.subplots(1, 3)
+    for _, label, g in _groups(df, by):
+        means = g.groupby("depth")[[c for c, _, _ in panels]].mean()
+        for ax, (column, _, _) in zip(axes, panels):
+            ax.plot(means.index, means[column], "o-", ms=3, label=label)
+    for ax, (_, title, scale) in zip(axes, panels):
+        ax.set_xlabel("depth r")
+        ax.set_title(title, fontsize=10)
+        ax.set_yscale(scale)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)

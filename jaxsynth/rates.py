@@ -1,0 +1,199 @@
+"""Empirical rates: the slope of log E W1 against log(εn), beside the papers' rates (SPEC §9).
+
+The slope is the least-squares slope of ``log(mean W1)`` on ``log(εn)`` over the
+(ε, n) cells of a sweep.  Its confidence interval is a percentile bootstrap that
+resamples replicates (seeds) with replacement within each cell, independently across
+cells, and refits; cells are the experimental design and stay fixed.
+
+Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension:
+
+* ``pmm``, ``pruned-pmm`` at the ambient-depth rule ``r = ⌈log2(εn)⌉`` (seed 001 §7):
+  the leaf resolution ``2^{-r/d} ≈ (εn)^{-1/d}`` caps the error whatever ``s``, so the
+  bound is ``(εn)^{-1/d}`` for ``d ≥ 2`` and ``log²(εn)/(εn)`` for ``d = 1`` (seed 001
+  Thm 5 with ``k = d``).  At a fixed depth the error saturates at the resolution, and no
+  exponent is given;
+* ``adaptive-pruned-pmm``: ``(εn)^{-1/k}`` for ``k ≥ 2`` and ``log²(εn)/(εn)`` for
+  ``k = 1`` (seed 001 Thm 5, Cor. 5; the selection penalty is of lower order), ``k = s``;
+* ``privtree``, ``privtree-shift``: ``(log(εn)/(εn))^{1/t}`` with ``t = min(d, max(s, 2))``:
+  seed 000 Thm 5.9 gives ``t = s`` for ``2 < s ≤ d``; below that the Laplacian complexity
+  saturates (seed 000 §5.3), the bound holds for every ``t > 2`` and the ambient Thm 5.7
+  gives ``t = d``, so ``t = 2`` is the limit (``d = 1``: ``t = 1``).
+
+Beside the exponent, ``bound_slope`` is the least-squares slope of the log of that bound
+function over the sweep's own εn values: the slope the theory predicts at these sizes,
+log factors included (``log²(εn)/(εn)`` has slope ``-1 + 2/ln(εn)``, not ``-1``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from jaxsynth._validate import check_fraction, check_positive_int
+from jaxsynth.schedules import default_depth
+
+__all__ = ["Theory", "estimate_rate", "theory"]
+
+_AMBIENT_DEPTH = ("pmm", "pruned-pmm")
+
+
+class Theory(NamedTuple):
+    """A paper's rate: ``bound(εn)`` up to constants, its polynomial exponent and a label."""
+
+    exponent: float
+    label: str
+    bound: Callable[[np.ndarray], np.ndarray]
+
+
+def _power(k: float) -> Theory:
+    return Theory(-1.0 / k, f"(eps n)^(-1/{k:g})", lambda x: np.asarray(x, float) ** (-1.0 / k))
+
+
+def _log2_over(x):
+    x = np.asarray(x, float)
+    return np.log(x) ** 2 / x
+
+
+_LOG2 = Theory(-1.0, "log^2(eps n)/(eps n)", _log2_over)
+
+
+def theory(kind: str, d: int, s: int | None = None) -> Theory | None:
+    """The papers' rate for mechanism ``kind`` in dimension ``d`` on data of dimension ``s``.
+
+    Args:
+      kind: the mechanism's name (``pmm``, ``pruned-pmm``, ``adaptive-pruned-pmm``,
+        ``privtree``, ``privtree-shift``).
+      d: ambient dimension.
+      s: intrinsic (packing-growth) dimension; default ``d``.
+
+    Returns:
+      a ``Theory``, or ``None`` for an unknown mechanism.  See the module docstring for
+      which theorem each case comes from.
+    """
+    d = check_positive_int(int(d), "d")
+    s = d if s is None or pd.isna(s) else check_positive_int(int(s), "s")
+    if kind in _AMBIENT_DEPTH:
+        return _LOG2 if d == 1 else _power(d)
+    if kind == "adaptive-pruned-pmm":
+        return _LOG2 if s == 1 else _power(s)
+    if kind in ("privtree", "privtree-shift"):
+        t = min(d, max(s, 2))
+        return Theory(
+            -1.0 / t,
+            f"(log(eps n)/(eps n))^(1/{t})",
+            lambda x: (np.log(np.asarray(x, float)) / np.asarray(x, float)) ** (1.0 / t),
+        )
+    return None
+
+
+def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slopes of ``y`` [..., C] on ``x`` [C]."""
+    xc = x - x.mean()
+    return (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
+
+
+def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng):
+    """(fit columns, log εn of the cells or ``None`` when εn takes a single value)."""
+    cells = [c for _, c in g.groupby(["eps", "n"], sort=True)]
+    values = [c[metric].to_numpy(np.float64) for c in cells]
+    en = np.array([c["eps"].iloc[0] * c["n"].iloc[0] for c in cells], np.float64)
+    x = np.log(en)
+    means = np.array([v.mean() for v in values])
+    if np.any(~np.isfinite(means)) or np.any(means <= 0):
+        raise ValueError(f"{metric} must be positive and finite in every cell to take logs")
+    row = {"cells": len(cells), "seeds": min(len(v) for v in values),
+           "eps_n_min": float(en.min()), "eps_n_max": float(en.max()),
+           "slope": np.nan, "ci_low": np.nan, "ci_high": np.nan, "se": np.nan}
+    if np.ptp(x) == 0:
+        return row, None
+    boot = np.stack(
+        [v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1) for v in values], axis=1
+    )
+    slopes = _slopes(x, np.log(boot))
+    alpha = (1.0 - level) / 2.0
+    row.update(slope=float(_slopes(x, np.log(means))), se=float(slopes.std(ddof=1)),
+               ci_low=float(np.quantile(slopes, alpha)),
+               ci_high=float(np.quantile(slopes, 1 - alpha)))
+    return row, x
+
+
+def _theory_columns(g: pd.DataFrame, x) -> dict:
+    """Theory of the group's mechanism, when the group has one mechanism, d and s."""
+    kind_col = "kind" if "kind" in g else "mechanism"
+    s_col = "intrinsic_dim" if "intrinsic_dim" in g else "d"
+    out = {"d": np.nan, "intrinsic_dim": np.nan, "theory": "", "theory_exponent": np.nan,
+           "bound_slope": np.nan}
+    columns = [kind_col, "d", s_col]
+    if any(c not in g for c in columns) or any(g[c].nunique() != 1 for c in columns):
+        return out
+    kind, d, s = g[kind_col].iloc[0], int(g["d"].iloc[0]), int(g[s_col].iloc[0])
+    out.update(d=d, intrinsic_dim=s)
+    th = theory(kind, d, s)
+    if th is None:
+        return out
+    if kind in _AMBIENT_DEPTH and "depth" in g:
+        ambient = [default_depth(e, n) for e, n in zip(g["eps"], g["n"])]
+        if not np.array_equal(g["depth"].to_numpy(), ambient):
+            out["theory"] = "fixed depth: saturates at the leaf resolution"
+            return out
+    out.update(theory=th.label, theory_exponent=th.exponent)
+    if x is not None:
+        out["bound_slope"] = float(_slopes(x, np.log(th.bound(np.exp(x)))))
+    return out
+
+
+def estimate_rate(
+    df: pd.DataFrame,
+    metric: str = "w1_tree",
+    by=("mechanism", "data"),
+    n_boot: int = 1000,
+    level: float = 0.95,
+    key: int = 0,
+) -> pd.DataFrame:
+    """Fit the slope of log E W1 against log(εn) per group, with a bootstrap interval (SPEC §9).
+
+    Args:
+      df: a ``simulate`` table: columns ``eps``, ``n``, ``metric`` and ``by`` (``kind``,
+        ``d``, ``intrinsic_dim`` and ``depth`` enable the theory columns).
+      metric: the column to fit, e.g. ``"w1_tree"`` or ``"w1_upper"``.
+      by: columns defining the groups; one fit per group.
+      n_boot: bootstrap resamples.
+      level: confidence level of the percentile interval, in (0, 1).
+      key: non-negative int seeding the bootstrap; each group draws from its own stream
+        (keyed by the group's values), so a fit does not depend on the other groups.
+
+    Returns:
+      one row per group: the ``by`` columns, ``metric``, ``slope`` (fit on the cell
+      means), ``ci_low``, ``ci_high``, ``level``, ``se`` (bootstrap standard error),
+      ``cells`` (distinct (ε, n)), ``seeds`` (fewest replicates in a cell),
+      ``eps_n_min``, ``eps_n_max``, ``d``, ``intrinsic_dim``, ``theory`` (the bound's
+      formula), ``theory_exponent`` and ``bound_slope`` (see the module docstring).
+      Groups with a single εn value get NaN slopes.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
+    by = [by] if isinstance(by, str) else list(by)
+    missing = [c for c in ["eps", "n", metric, *by] if c not in df]
+    if missing:
+        raise ValueError(f"df lacks the column(s) {missing} (metric={metric!r}, by={by})")
+    if len(df) == 0:
+        raise ValueError("df has no rows")
+    n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+    level = check_fraction(level, "level")
+    key = check_positive_int(key, "key", minimum=0)
+    if df[metric].isna().any():
+        raise ValueError(f"{metric} has missing values")
+    rows = []
+    for values, g in df.groupby(by, sort=True) if by else [((), df)]:
+        values = values if isinstance(values, tuple) else (values,)
+        rng = np.random.default_rng([key, zlib.crc32(repr(values).encode())])
+        fit, x = _group_fit(g, metric, n_boot, level, rng)
+        rows.append({**dict(zip(by, values)), "metric": metric, **fit, "level": level,
+                     **_theory_columns(g, x)})
+    columns = [*by, "metric", "slope", "ci_low", "ci_high", "level", "se", "cells", "seeds",
+               "eps_n_min", "eps_n_max", "d", "intrinsic_dim", "theory", "theory_exponent",
+               "bound_slope"]
+    return pd.DataFrame(rows, columns=columns)

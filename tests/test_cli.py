@@ -1,0 +1,146 @@
+"""Tests of the command line (jaxsynth/cli.py; SPEC §10).
+
+Truth: the CLI's file equals ``js.simulate`` for the same arguments, also after a
+``kill -9`` and a rerun; wrong arguments give one line on stderr and status 2.
+Subprocesses share a persistent XLA compilation cache to keep the runtime down.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+import jaxsynth as js
+from jaxsynth.cli import main
+from jaxsynth.rates import estimate_rate
+from jaxsynth.simulate import simulate
+
+# the data and shapes of tests/test_simulate.py, so compilations are shared in a session
+SWEEP = ["--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300", "--depth", "4",
+         "--eps", "1,2", "--data-key", "3"]
+MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]
+TIMING = ["seconds", "release_seconds"]
+
+
+def _env(tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "jax-compilation-cache"
+    return dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu")
+
+
+def _cli(args, env, **kw):
+    return subprocess.Popen([sys.executable, "-m", "jaxsynth", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _read(path):
+    return pd.read_csv(path, dtype={"key": str}).drop(columns=TIMING)
+
+
+def test_simulate_then_rate_round_trip(tmp_path, capsys):
+    csv, png = tmp_path / "sweep.csv", tmp_path / "rates.png"
+    assert main(["simulate", *SWEEP, "--seeds", "4", "--out", str(csv), "--quiet"]) == 0
+    df = pd.read_csv(csv, dtype={"key": str})
+    ref = simulate(MECHS, "spiral", n=[300], eps=[1.0, 2.0], seeds=4, progress=False,
+                   data_key=3)
+    pd.testing.assert_frame_equal(df.drop(columns=TIMING), ref.drop(columns=TIMING),
+                                  check_dtype=False)
+    assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
+            "w1_tree", "seconds"} <= set(df.columns)
+    capsys.readouterr()
+    assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
+    printed = capsys.readouterr().out
+    rates = estimate_rate(df, n_boot=200)
+    for _, r in rates.iterrows():  # each fitted slope and its interval is printed
+        assert f"{r.slope:.3f}" in printed and f"{r.ci_low:.3f}" in printed
+    assert "fixed depth" in printed  # --depth 4: no rate, the error saturates
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["simulate", *SWEEP, "--seeds", "2"], "required: --out"),
+        (["simulate", *SWEEP, "--seeds", "two", "--out", "x.csv"], "--seeds"),
+        (["simulate", "--mechanism", "nope", "--data", "spiral", "--eps", "1", "--seeds", "2",
+          "--out", "x.csv"], "unknown mechanism"),
+        (["simulate", "--mechanism", "pmm", "--data", "spiral", "--eps", "-1", "--seeds", "2",
+          "--out", "x.csv"], "eps"),
+        (["simulate", "--mechanism", "pmm", "--data", "spiral", "--k", "2", "--eps", "1",
+          "--seeds", "2", "--out", "x.csv"], "k applies only"),
+        (["simulate", "--mechanism", "pmm", "--data", "spiral", "--depth", "0", "--eps", "1",
+          "--seeds", "2", "--out", "x.csv"], "depth"),
+        (["rate", "missing.csv"], "not found"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_arguments_one_line_exit_2(args, match, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("jaxsynth: error: ") and match in err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_module_entry_point_errors_without_traceback(tmp_path_factory):
+    proc = _cli(["simulate", "--mechanism", "pmm", "--data", "nowhere.npy", "--eps", "1",
+                 "--seeds", "2", "--out", "x.csv"], _env(tmp_path_factory))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert err.startswith("jaxsynth: error: data file nowhere.npy not found")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, tmp_path_factory):
+    env = _env(tmp_path_factory)
+    csv = tmp_path / "sweep.csv"
+    # 0.04 MiB holds one replicate per chunk: PMM writes 8 chunks, then Pruned-PMM compiles
+    args = ["simulate", *SWEEP[:-4], "--eps", "1", "--data-key", "3", "--seeds", "8",
+            "--memory-mb", "0.04", "--out", str(csv), "--quiet"]
+    proc = _cli(args, env)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if csv.exists() and csv.read_text().count("\n") >= 2:  # header + a chunk
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    done = len(pd.read_csv(csv))
+    assert 0 < done < 16, f"the kill should land mid-sweep; {done} rows were written"
+
+    proc = _cli(args, env)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-2000:]
+    resumed = _read(csv)
+    ref = simulate(MECHS, "spiral", n=[300], eps=[1.0], seeds=8, progress=False, data_key=3,
+                   memory_bytes=40_000)
+    pd.testing.assert_frame_equal(resumed, ref.drop(columns=TIMING), check_dtype=False)
+    # rerunning a finished sweep computes nothing and leaves the table as it is
+    before = csv.read_text()
+    assert main(args) == 0
+    assert csv.read_text() == before
+
+
+@pytest.mark.slow
+def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
+    # reduced form: two of the demo's three sizes (compilation dominates the runtime)
+    monkeypatch.setattr("jaxsynth.cli.DEMO_N", (1000, 3000))
+    assert main(["demo", "--out-dir", str(tmp_path), "--seeds", "4", "--quiet"]) == 0
+    df = pd.read_csv(tmp_path / "jaxsynth-demo.csv")
+    assert len(df) == 2 * 2 * 4 and set(df.n) == {1000, 3000}
+    assert set(df.depth) == {10, 12}  # the ambient-depth rule ceil(log2(eps n))
+    assert (tmp_path / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
+    printed = capsys.readouterr().out
+    assert "slope of log E w1_tree" in printed and "(eps n)^(-1/2)" in printed
+
+
+def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):
+    csv = tmp_path / "sweep.csv"
+    assert main(["simulate", *SWEEP, "--seeds", "4", "--out", str(csv), "--quiet"]) == 0
+    assert main(["rate", str(csv), str(csv)]) == 2
+    assert "repeat 16 replicate(s)" in capsys.readouterr().err

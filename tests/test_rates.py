@@ -1,0 +1,124 @@
+"""Tests of rate estimation and plots (jaxsynth/rates.py, jaxsynth/plots.py; SPEC §9).
+
+Truth: synthetic sweeps with a known law ``W1 = c·(εn)^{-a}·noise`` (noise i.i.d. with
+mean 1, the same law in every cell, so ``log E W1`` is exactly linear with slope ``-a``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jaxsynth.plots import depth_plot, rate_plot
+from jaxsynth.rates import estimate_rate, theory
+
+EN = np.array([500.0, 1000.0, 2000.0, 4000.0, 8000.0])
+
+
+def _sweep(rng, a=0.5, c=2.0, seeds=40, sigma=0.5, mechanism="m", extra=None):
+    """A table with the columns ``simulate`` writes, W1 lognormal around c·(εn)^{-a}."""
+    n = np.repeat(EN.astype(int), seeds)
+    noise = rng.lognormal(-sigma**2 / 2, sigma, size=n.size)  # mean exactly 1
+    df = pd.DataFrame({"mechanism": mechanism, "data": "x", "n": n, "eps": 1.0,
+                       "seed": np.tile(np.arange(seeds), EN.size), "w1_tree": c * n**-a * noise})
+    return df.assign(**(extra or {}))
+
+
+def test_exact_power_law_gives_exact_slope_and_degenerate_interval():
+    df = _sweep(np.random.default_rng(0), a=0.37, sigma=1e-300)
+    r = estimate_rate(df, n_boot=50)
+    assert r.slope[0] == pytest.approx(-0.37, abs=1e-12)
+    assert r.ci_low[0] == pytest.approx(-0.37, abs=1e-12)
+    assert r.ci_high[0] == pytest.approx(-0.37, abs=1e-12)
+    assert (r.cells[0], r.seeds[0], r.eps_n_min[0], r.eps_n_max[0]) == (5, 40, 500.0, 8000.0)
+
+
+def test_bootstrap_interval_covers_the_true_slope_at_nominal_rate():
+    # 200 synthetic sweeps; coverage of the 95% interval.  Binomial sd at p = 0.95 is
+    # sqrt(.95·.05/200) = 0.0154; the percentile bootstrap of a mean of 40 draws is
+    # slightly narrow (by sqrt(39/40)), so we accept 0.95 ± 0.05 (about 3.3 sd).
+    rng = np.random.default_rng(2024)
+    covered, slopes = 0, []
+    for rep in range(200):
+        r = estimate_rate(_sweep(rng), n_boot=400, key=rep)
+        covered += r.ci_low[0] <= -0.5 <= r.ci_high[0]
+        slopes.append(r.slope[0])
+    assert abs(covered / 200 - 0.95) <= 0.05
+    # unbiased: the mean of 200 slopes lies within 4 standard errors of -0.5
+    assert abs(np.mean(slopes) + 0.5) <= 4 * np.std(slopes) / np.sqrt(200)
+
+
+def test_groups_are_fitted_separately_and_reproducibly():
+    rng = np.random.default_rng(5)
+    df = pd.concat([_sweep(rng, a=0.5, mechanism="A"), _sweep(rng, a=1.0, mechanism="B")])
+    r = estimate_rate(df, key=3)
+    assert list(r.mechanism) == ["A", "B"]
+    assert r.slope[0] == pytest.approx(-0.5, abs=0.1) and r.slope[1] == pytest.approx(-1.0, abs=0.1)
+    # a group's interval does not depend on the other groups
+    alone = estimate_rate(df[df.mechanism == "B"], key=3)
+    assert (alone.ci_low[0], alone.ci_high[0]) == (r.ci_low[1], r.ci_high[1])
+
+
+def test_theory_exponents_and_bound_functions():
+    x = np.array([10.0, 1000.0])
+    assert theory("pmm", 2).exponent == -0.5
+    assert theory("pruned-pmm", 3, 1).exponent == pytest.approx(-1 / 3)  # ambient depth: d
+    assert theory("pmm", 1).label == "log^2(eps n)/(eps n)"
+    assert theory("adaptive-pruned-pmm", 10, 3).exponent == pytest.approx(-1 / 3)
+    np.testing.assert_allclose(theory("adaptive-pruned-pmm", 10, 1).bound(x), np.log(x) ** 2 / x)
+    np.testing.assert_allclose(theory("privtree", 5, 4).bound(x), (np.log(x) / x) ** 0.25)
+    assert theory("privtree-shift", 5, 1).exponent == -0.5  # s <= 2 saturates at 1/2
+    assert theory("privtree", 2, 1).exponent == -0.5
+    assert theory("privtree", 1, 1).exponent == -1.0
+    assert theory("unknown", 2) is None
+
+
+def test_theory_columns_beside_the_fit():
+    rng = np.random.default_rng(7)
+    depth = np.ceil(np.log2(EN)).astype(int)
+    pmm = _sweep(rng, mechanism="pmm", extra={"kind": "pmm", "d": 2, "intrinsic_dim": 1})
+    pmm["depth"] = np.repeat(depth, 40)
+    ada = _sweep(rng, mechanism="ada", extra={"kind": "adaptive-pruned-pmm", "d": 2,
+                                               "intrinsic_dim": 1})
+    fixed = pmm.assign(mechanism="pmm r=9", depth=9)
+    r = estimate_rate(pd.concat([pmm, ada, fixed]), n_boot=100).set_index("mechanism")
+    assert r.loc["pmm", "theory_exponent"] == -0.5
+    assert r.loc["pmm", "bound_slope"] == pytest.approx(-0.5)
+    # log^2(x)/x over x in [500, 8000]: the slope of the least-squares line through the
+    # five log-spaced points, computed independently
+    lx = np.log(EN)
+    expected = np.polyfit(lx, np.log(np.log(EN) ** 2 / EN), 1)[0]
+    assert r.loc["ada", "bound_slope"] == pytest.approx(expected, rel=1e-12)
+    assert -1 < expected < -0.6
+    assert r.loc["ada", "theory"] == "log^2(eps n)/(eps n)"
+    assert np.isnan(r.loc["pmm r=9", "theory_exponent"])
+    assert r.loc["pmm r=9", "theory"].startswith("fixed depth")
+
+
+def test_rate_input_checks_and_single_cell_groups():
+    df = _sweep(np.random.default_rng(1))
+    with pytest.raises(ValueError, match="w1_sinkhorn"):
+        estimate_rate(df, metric="w1_sinkhorn")
+    with pytest.raises(ValueError, match="level"):
+        estimate_rate(df, level=1.5)
+    with pytest.raises(ValueError, match="positive"):
+        estimate_rate(df.assign(w1_tree=0.0))
+    one = estimate_rate(df[df.n == 1000])
+    assert one.cells[0] == 1 and np.isnan(one.slope[0])
+
+
+def test_plots_write_png(tmp_path):
+    rng = np.random.default_rng(3)
+    df = _sweep(rng, mechanism="pmm", extra={"kind": "pmm", "d": 2, "intrinsic_dim": 1})
+    df["depth"] = np.repeat(np.ceil(np.log2(EN)).astype(int), 40)
+    fig = rate_plot(df, path=tmp_path / "rate.png")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("slope -0.5" in t for t in labels)
+    assert any("theory (eps n)^(-1/2)" in t for t in labels)
+    sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)
+    fig = depth_plot(sweep, path=tmp_path / "depth.png")
+    assert [ax.get_title() for ax in fig.axes] == ["mean w1_tree", "seconds per replicate",
+                                                   "visited nodes"]
+    for name in ("rate.png", "depth.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

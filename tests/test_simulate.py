@@ -1,0 +1,218 @@
+"""Tests of the sweep engine (jaxsynth/simulate.py; SPEC §9–§10).
+
+Truth: every row equals ``js.release(fold_in(key, seed), M, X, eps)`` measured with
+``js.w1``; chunking, resuming and device count must not change a number.  Shapes are
+kept few and small (XLA compilation dominates the runtime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+import jaxsynth as js
+from jaxsynth.simulate import _data_sets, depth_sweep, mechanism, simulate
+
+MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]  # the shapes tests/test_cli.py uses
+EPS = [1.0, 2.0]
+TIMING = ["seconds", "release_seconds"]
+
+
+@pytest.fixture(scope="module")
+def X():
+    return js.datasets.load("spiral", n=300, key=3)
+
+
+@pytest.fixture(scope="module")
+def table(X):
+    return simulate(MECHS, X, eps=EPS, seeds=4, metrics=["tree"], key=7, progress=False)
+
+
+def _numbers(df):
+    return df.drop(columns=TIMING)
+
+
+def test_rows_equal_release_and_w1_per_replicate(X, table):
+    from jaxsynth.w1 import w1
+
+    assert len(table) == 2 * len(EPS) * 4
+    assert list(table[["mechanism", "eps", "seed"]].itertuples(index=False)) == sorted(
+        (m.name, e, s) for m in MECHS for e in EPS for s in range(4))
+    for mech in MECHS:
+        for e in EPS:
+            for s in (0, 3):
+                row = table[(table.mechanism == mech.name) & (table.eps == e) & (table.seed == s)]
+                out = js.release(jax.random.fold_in(jax.random.PRNGKey(7), s), mech, X, e)
+                assert int(row.m.iloc[0]) == int(out.size)
+                assert int(row.leaves.iloc[0]) == int(out.leaves)
+                assert int(row.visited.iloc[0]) == int(out.visited)
+                assert int(row.depth.iloc[0]) == int(out.depth) == 4
+                assert row.epsilon.iloc[0] == pytest.approx(out.accounting["epsilon"], rel=1e-6)
+                # float32 sums over differently padded atom arrays: a few ulps
+                assert row.w1_tree.iloc[0] == pytest.approx(float(w1(X, out, method="tree")),
+                                                            rel=1e-6)
+    assert (table.adjacency == "replacement").all()
+    assert set(table.kind) == {"pmm", "pruned-pmm"}
+    assert (table.n == 300).all() and (table.d == 2).all() and (table.data == "array").all()
+    assert (table.intrinsic_dim == 2).all()  # arrays carry no geometry: d
+    assert (table.seconds >= table.release_seconds).all() and (table.release_seconds > 0).all()
+
+
+def test_chunk_size_does_not_change_results(X, table):
+    # 40 kB holds one replicate per chunk: four chunks of one seed instead of one of four
+    # (one ε, so the chunks have the shapes of js.release above: no new compilation)
+    small = simulate(MECHS, X, eps=[1.0], seeds=4, metrics=["tree"], key=7, progress=False,
+                     memory_bytes=40_000)
+    pd.testing.assert_frame_equal(_numbers(small),
+                                  _numbers(table[table.eps == 1.0]).reset_index(drop=True))
+
+
+def test_resume_skips_done_units_and_ends_identical(X, table, tmp_path):
+    out = tmp_path / "sweep.csv"
+    first = simulate(MECHS[:1], X, eps=EPS, seeds=4, key=7, out=out, progress=False)
+    assert len(pd.read_csv(out)) == 8
+    # a kill during a write leaves a torn last line: it must be dropped, not parsed
+    with open(out, "a") as f:
+        f.write("pruned-pmm,pruned-pmm,array,300,2,2,1.0,0,4,29")
+    full = simulate(MECHS, X, eps=EPS, seeds=4, key=7, out=out, progress=False)
+    on_disk = pd.read_csv(out, dtype={"key": str})
+    pd.testing.assert_frame_equal(_numbers(full), _numbers(on_disk), check_dtype=False)
+    pd.testing.assert_frame_equal(_numbers(full), _numbers(table), check_dtype=False)
+    # the PMM rows were not recomputed: their timings are those of the first run
+    np.testing.assert_array_equal(full.seconds[:8], first.seconds)
+
+
+def test_resume_refuses_rows_of_another_configuration(X, tmp_path):
+    out = tmp_path / "sweep.csv"
+    simulate(MECHS[:1], X, eps=EPS, seeds=4, key=7, out=out, progress=False)
+    with pytest.raises(ValueError, match="different config"):
+        simulate({"pmm": js.PMM(depth=4, schedule="uniform")}, X, eps=EPS, seeds=4, key=7,
+                 out=out, progress=False)
+    with pytest.raises(ValueError, match="different key"):
+        simulate(MECHS[:1], X, eps=EPS, seeds=4, key=8, out=out, progress=False)
+
+
+def test_named_data_sets(table):
+    df = simulate({"pmm4": MECHS[0]}, [("spiral", {"noise": 0.0}), "uniform"], eps=EPS,
+                  seeds=4, n=300, key=7, progress=False, data_key=3)
+    assert list(dict.fromkeys(df.data)) == ["spiral(noise=0.0)", "uniform"]
+    assert (df.mechanism == "pmm4").all() and (df.kind == "pmm").all() and (df.n == 300).all()
+    assert dict(zip(df.data, df.intrinsic_dim)) == {"spiral(noise=0.0)": 1, "uniform": 2}
+    # spiral n=300 with data_key=3 is the fixture's array: the same numbers
+    mine = df[df.data == "spiral(noise=0.0)"].reset_index(drop=True)
+    ref = table[table.mechanism == "pmm"].reset_index(drop=True)
+    labels = ["mechanism", "data", "intrinsic_dim", "data_key"]
+    pd.testing.assert_frame_equal(_numbers(mine).drop(columns=labels),
+                                  _numbers(ref).drop(columns=labels))
+
+
+def test_data_and_sizes_expand_in_order(X):
+    with pytest.raises(ValueError, match="does not match"):
+        _data_sets(X, [200, 300], 0)
+    sets = _data_sets({"a": "spiral", "b": ("subspace", {"d": 3, "k": 2})}, [200, 500], 4)
+    assert [(ds.label, ds.n, ds.data_key) for ds in sets] == [
+        ("a", 200, 4), ("a", 500, 4), ("b", 200, 4), ("b", 500, 4)]
+    X3, _, s = sets[3].load()
+    assert X3.shape == (500, 3) and s == 2
+    sets = _data_sets([("subspace", {"d": 3, "k": 2}), X], None, 0)
+    assert [(ds.label, ds.n) for ds in sets] == [("subspace(d=3,k=2)", 10_000), ("array", 300)]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(mechanisms=[]), "mechanisms"),
+        (dict(mechanisms=["nope"]), "unknown mechanism"),
+        (dict(mechanisms=[js.PMM(), js.PMM(depth=3)]), "duplicate labels"),
+        (dict(eps=[1.0, 1.0]), "eps has duplicate"),
+        (dict(eps=[0.0]), "eps"),
+        (dict(seeds=0), "seeds"),
+        (dict(seeds=[1, 1]), "seeds has duplicate"),
+        (dict(metrics=["wasserstein"]), "unknown W1 method"),
+        (dict(ground="l1"), "ground"),
+        (dict(n=[100]), "does not match"),
+        (dict(out="table.json"), "out must be a .csv"),
+        (dict(devices=99), "devices"),
+        (dict(data=np.full((5, 2), 2.0)), "outside"),
+        (dict(data=("spiral", {"key": 1})), "data_key"),
+        (dict(data="no-such-shape"), "unknown data set"),
+    ],
+)
+def test_bad_arguments_raise_value_error(X, kwargs, match):
+    args = dict(mechanisms=MECHS[:1], data=X, eps=[1.0], seeds=2, progress=False)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        simulate(args.pop("mechanisms"), args.pop("data"), **args)
+
+
+def test_mechanism_names_and_depth_sweep():
+    assert mechanism("pmm", depth=6) == js.PMM(depth=6)
+    assert mechanism("Pruned_PMM") == js.PrunedPMM()
+    with pytest.raises(ValueError, match="depth does not apply"):
+        mechanism("adaptive-pruned-pmm", depth=5)
+    with pytest.raises(ValueError, match="bad options"):
+        mechanism("pmm", colour="red")
+    sweep = depth_sweep(js.PrunedPMM(), [3, 5])
+    assert sweep == {"pruned-pmm r=3": js.PrunedPMM(depth=3),
+                     "pruned-pmm r=5": js.PrunedPMM(depth=5)}
+
+
+_DEVICES_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import jax
+    import jaxsynth as js
+    from jaxsynth.simulate import release_sharded, simulate
+    assert jax.local_device_count() == 2, jax.local_devices()
+    X = js.datasets.load("spiral", n=300, key=3)
+    mech = js.PrunedPMM(depth=4)
+    two = simulate(mech, X, eps=[1.0, 2.0], seeds=4, key=7, progress=False)
+    out = release_sharded(7, mech, js.prepare(X, 4), [1.0, 2.0], range(4))
+    print(json.dumps(dict(
+        two=two.drop(columns=["seconds", "release_seconds"]).to_dict("list"),
+        devices=len(out.size.sharding.device_set),
+        shards=[list(s.data.shape) for s in out.weights.addressable_shards],
+    )))
+    """
+)
+
+
+def test_two_devices_shard_seeds_and_match_one_device(table):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _DEVICES_SCRIPT], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    # the release really ran split over both devices: 2 of the 4 seeds on each
+    assert res["devices"] == 2
+    assert [s[:2] for s in res["shards"]] == [[2, 2], [2, 2]]
+    # and the two-device sweep equals this process's single-device sweep, number for number
+    mine = _numbers(table[table.kind == "pruned-pmm"]).to_dict("list")
+    assert res["two"].keys() == mine.keys()
+    for column, values in res["two"].items():
+        assert values == [v.item() if hasattr(v, "item") else v for v in mine[column]], column
+
+
+@pytest.mark.slow
+def test_sinkhorn_subsample_keys_follow_the_seed_not_the_chunk(X, table):
+    from jaxsynth.w1 import w1
+
+    metric = [("sinkhorn", {"subsample": 100, "key": 5})]
+    whole = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, metrics=metric, progress=False)
+    split = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, metrics=metric, progress=False,
+                     memory_bytes=40_000)
+    np.testing.assert_array_equal(whole.w1_sinkhorn, split.w1_sinkhorn)
+    for s in range(2):  # replicate s: release key fold_in(7, s), subsample key fold_in(5, s)
+        out = js.release(jax.random.fold_in(jax.random.PRNGKey(7), s), MECHS[0], X, 1.0)
+        value = w1(X, out, method="sinkhorn", subsample=100,
+                   key=jax.random.fold_in(jax.random.key(5), s))
+        assert whole.w1_sinkhorn[s] == value

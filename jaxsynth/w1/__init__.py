@@ -1,0 +1,146 @@
+"""Wasserstein-1 between the data and released synthetic measures (SPEC §7, §10).
+
+``w1(X, out, method, metric)`` is the single entry point (``js.w1``); every method
+returns NumPy float64 of shape ``out.batch_shape``:
+
+- ``"tree"``: exact W1 in the partition's tree metric (``tree.tree_w1``);
+- ``"tree_upper"``: certified upper bound on W1, tree W1 + within-leaf term;
+- ``"bracket"``: ``(lower, upper)``, 1-D projection lower bound and tree upper bound
+  (``bracket.bracket``);
+- ``"exact1d"``: exact W1 for ``d = 1`` (``exact1d.w1_exact1d``);
+- ``"sinkhorn"``: certified entropic estimate (``sinkhorn.w1_sinkhorn``), one solve per
+  replicate in a host loop, each shape compiled once.
+
+Sweeps reuse the data preparation: pass ``prepare_w1(X, depth)`` (a ``TreeData``, with
+``depth`` at least the deepest leaf of every measure) or the mechanism's ``DataTree``
+(``js.prepare``) instead of ``X``; with a raw ``X`` the host preparation (Morton codes,
+~0.05 s at n = 30000) is redone at every call.  A ``DataTree`` deeper than the leaves is
+cut to their depth; a shallower one (PrivTree with the shift sorts per seed) is prepared
+again from its points.
+
+Names: after ``import jaxsynth.w1``, ``jaxsynth.w1.bracket`` is the function; import the
+module's helpers with ``from jaxsynth.w1.bracket import ...``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxsynth.w1 import tree as _tree
+from jaxsynth.w1.bracket import bracket, check_valid, projection_lower, tree_upper
+from jaxsynth.w1.exact1d import w1_exact1d, wasserstein_1d
+from jaxsynth.w1.tree import TreeData, TreeW1, tree_w1
+from jaxsynth.w1.tree import prepare as prepare_w1
+
+__all__ = [
+    "METHODS",
+    "METRICS",
+    "TreeData",
+    "TreeW1",
+    "bracket",
+    "prepare_w1",
+    "projection_lower",
+    "tree_upper",
+    "tree_w1",
+    "w1",
+    "w1_exact1d",
+    "w1_sinkhorn",
+    "wasserstein_1d",
+]
+
+METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
+METRICS = ("linf", "l2")
+
+_OPTIONS = {
+    "tree": {"batch_size"},
+    "tree_upper": {"batch_size"},
+    "bracket": {"batch_size", "n_directions", "seed"},
+    "exact1d": set(),
+}
+
+
+def __getattr__(name):
+    # ott-jax is imported only when Sinkhorn is used (it is slow to import).
+    if name == "w1_sinkhorn":
+        from jaxsynth.w1.sinkhorn import w1_sinkhorn
+
+        return w1_sinkhorn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _as_data(X, out):
+    """``TreeData`` deep enough for ``out`` from ``X``, a ``TreeData`` or a ``DataTree``."""
+    if isinstance(X, TreeData):
+        return X
+    return prepare_w1(X, int(np.max(np.asarray(out.leaf_depth), initial=0)))
+
+
+def w1(X, out, method: str = "tree", metric: str = "linf", **options):
+    """W1 between the data ``μ_X`` (weights ``1/n``) and synthetic measure(s) ``out``.
+
+    Args:
+      X: [n, d] data in [0,1]^d, or a prepared ``TreeData`` (``prepare_w1``) or
+        ``DataTree`` reused across calls.
+      out: ``SyntheticMeasure``, possibly batched (points [..., M, d]).
+      method: ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"`` | ``"sinkhorn"``.
+      metric: ground metric ``"linf"`` (default, seed 001 §7) or ``"l2"``.
+      **options: ``batch_size`` (tree, tree_upper, bracket: replicates per vmapped chunk);
+        ``n_directions``, ``seed`` (bracket: random projections); everything
+        ``w1_sinkhorn`` accepts (sinkhorn: ``rtol``, ``subsample``, ``key``, ...).  With
+        ``key``, replicate ``i`` (flat batch index) uses ``jax.random.fold_in(key, i)``.
+
+    Returns:
+      float64 NumPy array of shape ``out.batch_shape`` (0-d when unbatched); for
+      ``"bracket"`` a tuple ``(lower, upper)`` of two such arrays.
+
+    Raises:
+      ValueError: naming the argument for bad data, a bad measure, an unknown method,
+        metric or option, ``exact1d`` with ``d ≠ 1``, or leaves that are not a tree.
+
+    Implements SPEC §7 and the ``js.w1`` surface of SPEC §10.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}; got {metric!r}")
+    if method != "sinkhorn":
+        unknown = set(options) - _OPTIONS[method]
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {sorted(unknown)} for method={method!r}; "
+                f"accepted: {sorted(_OPTIONS[method])}"
+            )
+    points_of_X = _tree.data_points(X)
+    _tree.check_measure(out, points_of_X.shape[1])
+
+    if method == "exact1d":
+        if points_of_X.shape[1] != 1:
+            raise ValueError(f"method='exact1d' needs d = 1; X has d = {points_of_X.shape[1]}")
+        return np.asarray(w1_exact1d(points_of_X, out.points, out.weights), np.float64)
+    if method == "sinkhorn":
+        return _sinkhorn(points_of_X, out, metric, options)
+    data = _as_data(X, out)
+    if method == "bracket":
+        return bracket(data, out, metric, **options)
+    if method == "tree_upper":
+        return tree_upper(data, out, metric, **options)
+    result = tree_w1(data, out, metric, **options)
+    check_valid(result.valid)
+    return np.asarray(result.value, np.float64)
+
+
+def _sinkhorn(X, out, metric, options):
+    """One certified Sinkhorn solve per replicate (host loop; shapes reuse compilations)."""
+    import jax
+
+    from jaxsynth.w1.sinkhorn import w1_sinkhorn
+
+    points, weights, _, _ = _tree.check_measure(out, X.shape[1])
+    key = options.pop("key", None)
+    if isinstance(key, (int, np.integer)):
+        key = jax.random.key(int(key))
+    values = np.empty(len(weights))
+    for i, (p, w) in enumerate(zip(points, weights)):
+        rep_key = None if key is None else jax.random.fold_in(key, i)
+        values[i] = w1_sinkhorn(X, p, w, metric=metric, key=rep_key, **options).value
+    return values.reshape(out.batch_shape)

@@ -262,8 +262,8 @@ class PrunedPMM(_PMMFamily):
 
     Attributes (besides those of ``PMM``):
       engine: ``"sparse"`` (fixed-capacity slots, cost O(m·r)), ``"dense"`` (complete tree
-        with pruning masks, for shallow trees) or ``"auto"`` (dense when ``2^r`` is below
-        the expected root mass, sparse otherwise).  Both release the same measure for the
+        with pruning masks, for shallow trees) or ``"auto"`` (dense when its ``2^{r+1}``
+        nodes cost less than the sparse engine's ``n·r`` slot-steps and ``r ≤ 22``).  Both release the same measure for the
         same key.
     """
 
@@ -277,8 +277,8 @@ class PrunedPMM(_PMMFamily):
 
     def _run_depth(self, keys, eps, depth, tree, memory_bytes):
         engine = self.engine
-        if engine == "auto":
-            engine = "dense" if 2**depth <= tree.n and depth <= 20 else "sparse"
+        if engine == "auto":  # dense visits 2^{r+1} nodes, sparse K·r slots with K ≈ n
+            engine = "dense" if 2 ** (depth + 1) <= tree.n * depth and depth <= 22 else "sparse"
         if engine == "dense":
             return _run_dense(self, "zero_respecting", keys, eps, depth, tree, memory_bytes)
         sigmas, sigma0, budget = self._scales(eps, depth, tree)

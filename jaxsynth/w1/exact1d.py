@@ -37,7 +37,7 @@ import numpy as np
 
 from jaxsynth._validate import check_data
 
-__all__ = ["wasserstein_1d", "w1_exact1d"]
+__all__ = ["w1_exact1d", "wasserstein_1d"]
 
 
 _GRID_BITS = 21

@@ -143,8 +143,9 @@ def _demo(args) -> None:
     from jaxsynth.simulate import simulate
 
     out_dir = Path(args.out_dir)
-    if not out_dir.is_dir():
+    if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out-dir {out_dir} is not a directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
     csv, png = out_dir / "jaxsynth-demo.csv", out_dir / "jaxsynth-demo.png"
     print(f"jaxsynth demo: {', '.join(DEMO_MECHANISMS)} on {DEMO_DATA}, n = "
           f"{', '.join(map(str, DEMO_N))}, eps = 1, {args.seeds} seeds, tree W1 (linf)")

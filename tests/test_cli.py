@@ -130,11 +130,12 @@ def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, tmp_path_factor
 def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     # reduced form: two of the demo's three sizes (compilation dominates the runtime)
     monkeypatch.setattr("jaxsynth.cli.DEMO_N", (1000, 3000))
-    assert main(["demo", "--out-dir", str(tmp_path), "--seeds", "4", "--quiet"]) == 0
-    df = pd.read_csv(tmp_path / "jaxsynth-demo.csv")
+    out_dir = tmp_path / "new" / "results"  # created when missing
+    assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
+    df = pd.read_csv(out_dir / "jaxsynth-demo.csv")
     assert len(df) == 2 * 2 * 4 and set(df.n) == {1000, 3000}
     assert set(df.depth) == {10, 12}  # the ambient-depth rule ceil(log2(eps n))
-    assert (tmp_path / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "slope of log E w1_tree" in printed and "(eps n)^(-1/2)" in printed
 

@@ -129,7 +129,6 @@ def test_no_recompile_when_eps_changes(clustered):
     cached = (batching._vmapped.cache_info().currsize, compiled._cache_size())
     js.release_batch(1, js.PMM(depth=5), tree, [0.7, 3.0], seeds=4)
     assert (batching._vmapped.cache_info().currsize, compiled._cache_size()) == cached
-    assert compiled._cache_size() == 1
 
 
 def test_default_depth_is_ambient_rule(clustered):

@@ -128,10 +128,10 @@ def accuracy_against_pot(X, size):
         t = time.perf_counter()
         sink = w1_sinkhorn(Xs, atoms, weights, metric=metric)
         seconds = time.perf_counter() - t
+        tree_upper = float(w1(Xs, out, "tree_upper", metric))
         print(
             f"{metric:4s} exact {exact:.5f}  tree {float(w1(Xs, out, 'tree', metric)):.5f}  "
-            f"tree_upper {float(w1(Xs, out, 'tree_upper', metric)):.5f} "
-            f"(x{float(w1(Xs, out, 'tree_upper', metric)) / exact:.2f})  "
+            f"tree_upper {tree_upper:.5f} (x{tree_upper / exact:.2f})  "
             f"bracket [{float(lower):.5f}, {float(upper):.5f}]  "
             f"sinkhorn {sink.value:.5f} ({100 * (sink.value / exact - 1):+.2f}%, "
             f"[{sink.lower:.5f}, {sink.upper:.5f}], {seconds:.1f} s)"

@@ -63,7 +63,3 @@ def pad_atoms(arrays, size: int):
         jnp.pad(a, [(0, 0), (0, 0), (0, size - a.shape[2])] + [(0, 0)] * (a.ndim - 3))
         for a in arrays
     ]
-
-
-def as_eps_array(values) -> np.ndarray:
-    return np.asarray(values, dtype=np.float32)

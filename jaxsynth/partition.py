@@ -25,11 +25,6 @@ def coordinate_resolution(level: int, d: int) -> np.ndarray:
     return level // d + (c < level % d).astype(np.int64)
 
 
-def split_coordinate(level: int, d: int) -> int:
-    """Coordinate bisected when a level-``level`` cell is split."""
-    return level % d
-
-
 def diameter(level, d: int, metric: str = "linf"):
     """Diameter of a level-``j`` cell: ℓ∞ ``2^{-⌊j/d⌋}``, ℓ2 ``sqrt(Σ_c 4^{-k_c(j)})``.
 

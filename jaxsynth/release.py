@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxsynth import batching
-from jaxsynth._validate import check_epsilon
+from jaxsynth._validate import check_data, check_epsilon
 from jaxsynth.datatree import DataTree
 from jaxsynth.keys import as_raw_key, replicate_keys
 from jaxsynth.measure import SyntheticMeasure
@@ -28,8 +28,6 @@ def data_tree_for(mech, X, eps) -> DataTree:
     if isinstance(X, DataTree):
         need = mech.data_depth(X.n, X.d, eps)
         return X if X.depth >= need else DataTree.build(X.points, need)
-    from jaxsynth._validate import check_data
-
     X = check_data(X)
     return DataTree.build(X, mech.data_depth(X.shape[0], X.shape[1], eps))
 

@@ -11,7 +11,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 """Default working-memory budget of one jitted chunk (2 GiB)."""

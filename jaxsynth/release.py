@@ -9,7 +9,6 @@ the noise is batched.  Replicate ``s`` of ``release_batch(key, ...)`` uses the k
 
 from __future__ import annotations
 
-import numpy as np
 
 from jaxsynth import batching
 from jaxsynth._validate import check_data, check_epsilon

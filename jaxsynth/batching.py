@@ -56,9 +56,6 @@ def run_grid(kernel, keys, eps_args, shared_args, chunk: int):
     return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs, axis=1), *outs)
 
 
-def pad_atoms(arrays, size: int):
-    """Pad per-atom arrays [E, S, M, ...] with zeros along the atom axis to ``size``."""
-    return [
-        jnp.pad(a, [(0, 0), (0, 0), (0, size - a.shape[2])] + [(0, 0)] * (a.ndim - 3))
-        for a in arrays
-    ]
+def pad_atoms(a, size: int):
+    """Pad a per-atom array [E, S, M, ...] with zeros along the atom axis to ``size``."""
+    return jnp.pad(a, [(0, 0), (0, 0), (0, size - a.shape[2])] + [(0, 0)] * (a.ndim - 3))

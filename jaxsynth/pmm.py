@@ -108,8 +108,7 @@ class _PMMFamily:
         for depth in np.unique(depths):
             idx = np.flatnonzero(depths == depth)
             parts[int(depth)] = (idx, self._run_depth(keys, eps[idx], int(depth), tree, memory_bytes))
-        return _merge_by_eps(parts, len(eps), self._adjacency_label(), self.name)
-
+        return _merge_by_eps(parts, self._adjacency_label(), self.name)
 
 
 def root_capacity(keys, sigma0, n: int) -> int:
@@ -130,7 +129,7 @@ def sparse_chunk(capacity: int, d: int, n_eps: int, memory_bytes: int) -> int:
     return batching.seeds_per_chunk(per_replicate, n_eps, memory_bytes)
 
 
-def _merge_by_eps(parts, n_eps, adjacency, name) -> SyntheticMeasure:
+def _merge_by_eps(parts, adjacency, name) -> SyntheticMeasure:
     """Reassemble per-depth groups into one [E, S] measure, padding atoms with zeros."""
     size = max(out.weights.shape[-1] for _, out in parts.values())
     first = next(iter(parts.values()))[1]
@@ -141,13 +140,10 @@ def _merge_by_eps(parts, n_eps, adjacency, name) -> SyntheticMeasure:
         arrays = [get(out) for _, out in parts.values()]
         return jnp.concatenate(arrays, axis=0)[inverse]
 
-    points = gather(lambda o: batching.pad_atoms([o.points], size)[0])
-    weights = gather(lambda o: batching.pad_atoms([o.weights], size)[0])
-    leaf_depth = gather(lambda o: batching.pad_atoms([o.leaf_depth], size)[0])
     return SyntheticMeasure(
-        points=points,
-        weights=weights,
-        leaf_depth=leaf_depth,
+        points=gather(lambda o: batching.pad_atoms(o.points, size)),
+        weights=gather(lambda o: batching.pad_atoms(o.weights, size)),
+        leaf_depth=gather(lambda o: batching.pad_atoms(o.leaf_depth, size)),
         size=gather(lambda o: o.size),
         visited=gather(lambda o: o.visited),
         leaves=gather(lambda o: o.leaves),
@@ -159,7 +155,7 @@ def _merge_by_eps(parts, n_eps, adjacency, name) -> SyntheticMeasure:
     )
 
 
-def _assemble(outputs, depth, budget, adjacency, name, info=None) -> SyntheticMeasure:
+def _assemble(outputs, depth, budget, adjacency, name) -> SyntheticMeasure:
     points, weights, m, visited, leaves = outputs
     grid = m.shape
     return SyntheticMeasure(
@@ -172,7 +168,7 @@ def _assemble(outputs, depth, budget, adjacency, name, info=None) -> SyntheticMe
         depth=jnp.broadcast_to(jnp.asarray(depth, jnp.int32), grid),
         budget={k: jnp.broadcast_to(jnp.asarray(v, jnp.float32)[:, None], grid)
                 for k, v in budget.items()},
-        info=info or {},
+        info={},
         adjacency=adjacency,
         mechanism=name,
     )

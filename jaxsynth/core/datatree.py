@@ -23,8 +23,11 @@ import functools
 
 import numpy as np
 
-from jaxsynth import partition
-from jaxsynth._validate import check_data, check_positive_int
+import jax
+import jax.numpy as jnp
+
+from jaxsynth.core import partition
+from jaxsynth.core.validate import check_data, check_positive_int
 
 MAX_DEPTH = 4096
 """Largest code depth accepted (a guard against typos; memory is checked separately)."""
@@ -54,6 +57,13 @@ class DataTree:
     depth: int
     words: np.ndarray
     split: np.ndarray
+    _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def cached(self, key, compute):
+        """``compute()`` once per ``key`` for this tree (derived arrays: counts, device copies)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     @classmethod
     def build(cls, X, depth: int) -> "DataTree":
@@ -82,11 +92,14 @@ class DataTree:
         return self.points.shape[1]
 
     @functools.cached_property
-    def device(self):
-        """The arrays the device descent reads (``jaxsynth.descent.DeviceTree``), cached."""
-        from jaxsynth.descent import DeviceTree
-
-        return DeviceTree.from_tree(self)
+    def device(self) -> "DeviceTree":
+        """The arrays the device descent reads (``DeviceTree``), on the default device, cached."""
+        return DeviceTree(
+            words=jnp.asarray(self.words),
+            split=jnp.asarray(self.split),
+            table=jnp.asarray(self.range_min_table),
+            dim=self.d,
+        )
 
     @functools.cached_property
     def occupancy(self) -> np.ndarray:
@@ -100,7 +113,7 @@ class DataTree:
         return np.diff(np.append(starts, self.n))
 
     def dense_counts(self, depth: int) -> list[np.ndarray]:
-        """Counts of every node of the complete tree, one int32 array [2^j] per level ``j ≤ depth``."""
+        """Counts of every node of the complete tree in Morton order, int32 [2^j] per level ``j ≤ depth``."""
         if depth > min(self.depth, 62):
             raise ValueError(f"depth={depth} exceeds the dense-count limit min(tree depth, 62)")
         index = np.zeros(self.n, dtype=np.int64)
@@ -112,6 +125,15 @@ class DataTree:
         for _ in range(depth):
             counts.append(counts[-1].reshape(-1, 2).sum(axis=1))
         return [c.astype(np.int32) for c in counts[::-1]]
+
+    def planar_counts(self, depth: int) -> np.ndarray:
+        """Counts of the complete tree, levels ``0..depth`` in planar order, flat int32 [2^{depth+1} − 1].
+
+        Level ``j`` occupies ``[2^j − 1, 2^{j+1} − 1)`` (``partition.planar_to_morton``).
+        """
+        return np.concatenate([
+            counts[partition.planar_to_morton(j)] for j, counts in enumerate(self.dense_counts(depth))
+        ])
 
     @functools.cached_property
     def range_min_table(self) -> np.ndarray:
@@ -131,3 +153,25 @@ class DataTree:
             take_right = self.split[right] < self.split[prev]
             table[k] = np.where(take_right, right, prev)
         return table
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class DeviceTree:
+    """The arrays of a ``DataTree`` that the descent reads (``jaxsynth.core.descent``).
+
+    Attributes:
+      words: [n, W] uint32 Morton words of the sorted data.
+      split: [n] int32 split levels (``split[0] = -1``).
+      table: [K, n] int32 range-minimum sparse table over ``split``.
+      dim: the dimension ``d`` (static).
+    """
+
+    words: jax.Array
+    split: jax.Array
+    table: jax.Array
+    dim: int = dataclasses.field(metadata=dict(static=True), default=1)
+
+    @property
+    def n(self) -> int:
+        return self.split.shape[0]

@@ -7,8 +7,15 @@ to the upper child and ``x_c = 1`` belongs to the last cell.  The level-``j`` ce
 digit of coordinate ``t mod d`` (interleaved, Morton order).
 
 Digits are computed on the host from float64 data, exactly: ``x * 2**t`` is an exact
-power-of-two scaling, so no depth limit comes from a machine word.  Everything in this
-module is pure NumPy; the JAX engines receive its results as arrays.
+power-of-two scaling, so no depth limit comes from a machine word.  ``morton_words_of_sum``
+computes exact digits of shifted points ``(x + u)/2`` on the host (NumPy) or on a device
+(JAX float32) alike.  Everything else is NumPy; the engines receive its results as arrays.
+
+Node orders.  *Morton order* lists the level-``j`` cells by their path bits read as a
+binary number ``b_0 b_1 … b_{j-1}``.  The complete-tree engine stores a level in *planar
+order* instead: index ``Σ_t b_t 2^t`` (``b_0`` least significant), so the children of the
+parents ``0 … 2^j − 1`` are the two contiguous halves ``[0, 2^j)`` (bit 0) and
+``[2^j, 2^{j+1})`` (bit 1) of the next level; ``planar_to_morton`` converts.
 """
 
 from __future__ import annotations
@@ -95,6 +102,25 @@ def leaf_index_to_cells(index: np.ndarray, level: int, d: int) -> np.ndarray:
     return cells
 
 
+def edge_weights(depth: int, d: int, metric: str = "linf") -> np.ndarray:
+    """Tree-metric edge weights ``w_j = (diam(j−1) − diam(j))/2`` for ``j = 0..depth`` (``w_0 = 0``).
+
+    The weights of the ultrametric tree metric of SPEC §7: two leaves of a depth-``r``
+    tree whose lowest common ancestor is at level ``l`` are ``diam(l) − diam(r)`` apart.
+    """
+    diam = diameter(np.arange(depth + 1), d, metric)
+    return np.concatenate([[0.0], (diam[:-1] - diam[1:]) / 2.0])
+
+
+def planar_to_morton(level: int) -> np.ndarray:
+    """Morton index of every planar index at ``level`` (the bit reversal of ``level`` bits)."""
+    index = np.arange(2**level, dtype=np.int64)
+    morton = np.zeros_like(index)
+    for t in range(level):
+        morton |= ((index >> t) & 1) << (level - 1 - t)
+    return morton
+
+
 def cell_lower_corner(cells: np.ndarray, level: int) -> np.ndarray:
     """Lower corner of cells with per-coordinate indices ``cells`` [..., d] at ``level``."""
     d = cells.shape[-1]
@@ -104,3 +130,60 @@ def cell_lower_corner(cells: np.ndarray, level: int) -> np.ndarray:
 def cell_side(level: int, d: int) -> np.ndarray:
     """Side lengths ``2^{-k_c(level)}`` of a level cell, shape [d]."""
     return np.ldexp(1.0, -coordinate_resolution(level, d))
+
+
+PIECE_BITS = 24
+"""Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
+
+
+def morton_words_of_sum(xp, x, u, depth: int, halve: bool):
+    """Exact Morton words of the real points ``z = (x + u) / 2^halve`` (SPEC §0 digits).
+
+    ``x + u`` is computed as ``s + e`` exactly (Knuth's TwoSum).  With ``g = s·2^k`` (an
+    exact scaling), ``⌊(s + e)·2^k⌋ = ⌊g⌋ + [g integer]·⌊e·2^k⌋``: if ``g`` is not an
+    integer, ``s`` has a bit below ``2^-k`` so its ulp is ``< 2^-k`` and
+    ``|e| ≤ ulp(s)/2`` cannot cross the integer nearest to ``g``.  Digits are taken
+    ``PIECE_BITS`` at a time as integers ``⌊z·2^k⌋ mod 2^PIECE_BITS`` (exact in float32),
+    then interleaved.  Coordinates with ``s + e ≥ 2^halve`` (``z_c ≥ 1``) get all ones,
+    like ``x = 1`` in SPEC §0.  Works for NumPy float64 on the host and JAX float32 on the
+    device alike.
+
+    Args:
+      xp: ``numpy`` or ``jax.numpy``.
+      x: [..., d] float points.
+      u: [d] (or broadcastable) shift, or 0.
+      depth: number of Morton bits.
+      halve: map ``x + u ∈ [0,2]^d`` to ``[0,1]^d`` (shifted partitions).
+
+    Returns:
+      tuple of ``W`` uint32 arrays [...], MSB-first, ``W = ceil(depth/32)``.
+    """
+    d, h = x.shape[-1], int(halve)
+    s = x + u
+    bb = s - x
+    e = (x - (s - bb)) + (u - bb)
+    full = (s > 2.0**h) | ((s == 2.0**h) & (e >= 0))
+    mask = xp.uint32(2**PIECE_BITS - 1)
+    pieces = {}
+
+    def piece(c, p):  # digits with exponents in (p·P - h, (p+1)·P - h], as an integer
+        if (c, p) not in pieces:
+            top = (p + 1) * PIECE_BITS - h
+            g = xp.ldexp(s[..., c], top)
+            floor_g = xp.floor(g)
+            high = xp.fmod(floor_g, 2.0**PIECE_BITS).astype(xp.uint32)
+            low = xp.mod(xp.floor(xp.ldexp(e[..., c], top)), 2.0**PIECE_BITS).astype(xp.uint32)
+            value = (high + xp.where(g == floor_g, low, xp.uint32(0))) & mask
+            pieces[c, p] = xp.where(full[..., c], mask, value)
+        return pieces[c, p]
+
+    words = []
+    for w in range(max(1, -(-depth // WORD_BITS))):
+        word = xp.zeros(x.shape[:-1], xp.uint32)
+        for t in range(w * WORD_BITS, min(depth, (w + 1) * WORD_BITS)):
+            k = t // d + 1  # digit index of coordinate t mod d
+            p = (k - 1) // PIECE_BITS
+            bit = (piece(t % d, p) >> xp.uint32((p + 1) * PIECE_BITS - k)) & xp.uint32(1)
+            word = word | (bit << xp.uint32(WORD_BITS - 1 - t % WORD_BITS))
+        words.append(word)
+    return tuple(words)

@@ -3,9 +3,9 @@
 A mechanism's output is a weighted point set ``μ_Y = Σ_i w_i δ_{y_i}``: representatives
 ``points`` [..., M, d] with ``weights`` [..., M] summing to 1 (zero-weight padding keeps
 shapes static).  Every atom lies strictly inside its leaf cell, whose level is
-``leaf_depth`` [..., M]; the tree metric of the partition (``jaxsynth.w1``) reads it.
-Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes from the
-batched entry point.
+``leaf_depth`` [..., M]; the tree metric of the partition (``jaxsynth.wasserstein``)
+reads it.  Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes
+from the batched entry point.  Arrays stay on the device that released them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 
@@ -69,16 +68,3 @@ class SyntheticMeasure:
 def _scalar_or_array(v):
     a = np.asarray(v)
     return a.item() if a.ndim == 0 else a
-
-
-def place_in_cells(key, lower, side, uniform: bool):
-    """Representatives for cells with corners ``lower`` [..., d] and sides ``side`` [d].
-
-    Cell centers when ``uniform`` is false, else i.i.d. uniform points strictly inside the
-    cell (clamped below the upper face, which belongs to the next cell).
-    """
-    if not uniform:
-        return lower + 0.5 * side
-    u = jax.random.uniform(key, lower.shape, dtype=lower.dtype)
-    upper = lower + side
-    return jnp.minimum(lower + u * side, jnp.nextafter(upper, lower))

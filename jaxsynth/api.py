@@ -1,0 +1,103 @@
+"""Public entry points: one replicate (``release``) or a grid of ε × seeds (``release_batch``).
+
+SPEC §10.  Data-dependent work (the Morton sort and every cell count, ``DataTree``) is
+done once per call, or once per data set when a prepared ``DataTree`` is passed; only
+the noise is batched (``jaxsynth.engine``).  Replicate ``s`` of ``release_batch(key, ...)``
+uses the key ``jax.random.fold_in(key, s)`` for every ε, so it equals
+``release(jax.random.fold_in(key, s), ...)`` whatever the batch or chunk size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxsynth import engine
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.keys import as_raw_key, replicate_keys
+from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.validate import check_data, check_epsilon, check_positive_int
+
+
+def prepare(X, depth: int) -> DataTree:
+    """Sort ``X`` [n, d] once into a ``DataTree`` of ``depth`` levels, reusable by releases."""
+    return DataTree.build(X, depth)
+
+
+def check_mechanism(mech, name: str = "mech"):
+    """Return ``mech`` if it is a mechanism config (it has ``plan`` and ``data_depth``)."""
+    if not (hasattr(mech, "plan") and hasattr(mech, "data_depth") and hasattr(mech, "name")):
+        raise ValueError(
+            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
+        )
+    return mech
+
+
+def data_tree_for(mech, X, eps) -> DataTree:
+    """A data tree deep enough for ``mech`` at every ε: ``X`` itself when it is one."""
+    if isinstance(X, DataTree):
+        need = mech.data_depth(X.n, X.d, eps)
+        return X if X.depth >= need else DataTree.build(X.points, need)
+    X = check_data(X)
+    return DataTree.build(X, mech.data_depth(X.shape[0], X.shape[1], eps))
+
+
+def seed_indices(seeds) -> np.ndarray:
+    """Seed indices [S] from a count or a list of distinct non-negative ints."""
+    if isinstance(seeds, (list, tuple, range, np.ndarray)):
+        values = list(seeds)
+        if not values:
+            raise ValueError("seeds is empty")
+        for v in values:
+            check_positive_int(v.item() if isinstance(v, np.generic) else v, "seeds", minimum=0)
+        if len(set(values)) != len(values):
+            raise ValueError("seeds has duplicate values")
+        if max(values) >= 2**32:
+            raise ValueError("seeds must be below 2^32")
+        return np.asarray(values, np.int64)
+    return np.arange(check_positive_int(seeds, "seeds"))
+
+
+def release(key, mech, X, eps) -> SyntheticMeasure:
+    """Release one synthetic measure of ``X`` [n, d] with ``mech`` at budget ``eps``.
+
+    Args:
+      key: int seed or jax PRNG key; the replicate's whole randomness derives from it.
+      mech: a mechanism config (``PMM``, ``PrunedPMM``, ``AdaptivePrunedPMM``, ``PrivTree``).
+      X: data in [0,1]^d, or a prepared ``DataTree``.
+      eps: total privacy budget ε > 0.
+
+    Returns:
+      an unbatched ``SyntheticMeasure`` (see its ``accounting`` for the budget split).
+    """
+    raw = as_raw_key(key)
+    check_mechanism(mech)
+    eps = check_epsilon(eps)
+    if eps.size != 1:
+        raise ValueError("eps must be a single number for release; use release_batch for lists")
+    tree = data_tree_for(mech, X, eps)
+    return engine.release(mech.plan(tree, eps), raw[None])[0, 0]
+
+
+def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None) -> SyntheticMeasure:
+    """Release ``len(eps) × S`` replicates in jitted, vmapped chunks.
+
+    Args:
+      key: int seed or jax PRNG key.
+      mech: a mechanism config.
+      X: data in [0,1]^d, or a prepared ``DataTree``.
+      eps: a number or a list of E budgets.
+      seeds: a count S or a list of S seed indices (replicate keys ``fold_in(key, s)``).
+      memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
+
+    Returns:
+      a ``SyntheticMeasure`` with batch shape [E, S] (``out[e, s]`` is one replicate).
+    """
+    raw = as_raw_key(key)
+    check_mechanism(mech)
+    eps = check_epsilon(eps)
+    seeds = seed_indices(seeds)
+    if memory_bytes is not None:
+        memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
+    tree = data_tree_for(mech, X, eps)
+    plan = mech.plan(tree, eps)
+    return engine.release(plan, replicate_keys(raw, seeds), memory_bytes)

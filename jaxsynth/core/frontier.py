@@ -1,0 +1,205 @@
+"""The frontier engine shared by the sparse mechanisms (SPEC §3, §5; seed 001 §A.9).
+
+A frontier is the set of tree nodes of one level that a replicate still expands, held in
+fixed-capacity slots.  A level is processed in *pieces* of ``P`` consecutive slots: every
+parent of the piece is split into its two children (``expand``), the mechanism decides
+each child's fate, and the kept children are appended, order kept, to the next level's
+slots (``compact`` then ``write``).  Work therefore follows the nodes that exist: a
+level with ``A`` nodes costs ``⌈A/P⌉`` pieces, never the capacity.  A node that keeps
+exactly one child can instead be stepped in place (``descend``), with no compaction.
+
+Kernels run under the engine's ``vmap`` over replicates (axis ``REPLICATES``).  Loop trip
+counts are batch maxima (``batch_max``), so loop indices and levels stay unbatched: slices
+at a piece offset are contiguous reads, and a replicate with fewer pieces masks the
+extra ones.  The two levels in flight live in two buffers that swap roles: levels run in
+pairs (``level_pairs``), the first reading buffer ``a`` and writing ``b``, the second the
+reverse, so every write is in place and no level ends with a copy.
+
+Nodes carry their data range ``[lo, hi)`` in the Morton-sorted data (``descent``), their
+chunk key (``keys``) and their path bits, packed in ``W`` words (word ``t`` holds levels
+``32t … 32t+31``, left-aligned; the current word is the counter's path word).  Every node
+array has the node axis *last* (paths are [W, N]), so a level touches one row of paths.
+Cell corners are computed from the paths once, at the end (``lower_corners``).
+
+``barrier``: XLA's CPU fuser copies a cheap producer into every consumer fusion, and the
+hash → noise → consistency chain of a piece has several consumers; passing its result
+through a conditional on a runtime-true flag makes XLA compute it once (measured 4× on
+the dense level step).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxsynth.core import keys as K
+
+REPLICATES = "replicates"
+"""Name of the engine's vmap axis over replicates."""
+
+
+def batch_max(x):
+    """Maximum of ``x`` over the replicates of the running batch (unbatched result)."""
+    return jax.lax.pmax(x, REPLICATES)
+
+
+def barrier(tree, token):
+    """``tree`` unchanged, computed once: a conditional on the runtime-true ``token``."""
+    return jax.lax.cond(
+        token, lambda t: t, lambda t: jax.tree_util.tree_map(jnp.zeros_like, t), tree
+    )
+
+
+def pieces(count, size: int):
+    """Trip count covering ``[0, count)`` in pieces of ``size``, the batch maximum."""
+    return batch_max((count + size - 1) // size)
+
+
+class Nodes(NamedTuple):
+    """Frontier nodes; every array has the node axis last.
+
+    Attributes:
+      lo, hi: [N] int32 data range in the sorted data (``lo = hi`` for ghost cells).
+      key0, key1: [N] uint32 chunk key (``keys`` module docstring).
+      path: [W, N] uint32 path bits, 32 levels per word, left-aligned.
+      extra: mechanism fields (a pytree of [..., N] arrays), e.g. the PMM mass.
+    """
+
+    lo: jax.Array
+    hi: jax.Array
+    key0: jax.Array
+    key1: jax.Array
+    path: jax.Array
+    extra: object
+
+
+def path_words(max_depth: int) -> int:
+    """Words ``W`` of a path of up to ``max_depth`` levels."""
+    return max(1, -(-max_depth // K.LEVELS_PER_CHUNK))
+
+
+def root(key, n, max_depth: int, extra) -> Nodes:
+    """The root node (level 0): all ``n`` points, the replicate key, the empty path."""
+    return Nodes(
+        lo=jnp.zeros(1, jnp.int32), hi=jnp.full(1, n, jnp.int32),
+        key0=key[0][None], key1=key[1][None],
+        path=jnp.zeros((path_words(max_depth), 1), jnp.uint32), extra=extra,
+    )
+
+
+def lower_corners(path, depth, d: int):
+    """Lower corners [N, d] float32 of the level-``depth`` cells with paths [W, N].
+
+    Bit ``b_t`` adds ``2^{-(⌊t/d⌋+1)}`` to coordinate ``t mod d`` (SPEC §0); float32 is
+    exact while a coordinate has at most 24 bisections.
+    """
+
+    def level(t, lower):
+        word = path[t // K.LEVELS_PER_CHUNK]
+        bit = (word >> (31 - t % K.LEVELS_PER_CHUNK).astype(jnp.uint32)) & jnp.uint32(1)
+        step = jnp.exp2(-(t // d + 1).astype(jnp.float32)) * (jnp.arange(d) == t % d)
+        return lower + bit[:, None].astype(jnp.float32) * step
+
+    return jax.lax.fori_loop(0, depth, level, jnp.zeros((path.shape[-1], d), jnp.float32))
+
+
+def _new_chunk(level):
+    return level % K.LEVELS_PER_CHUNK == K.LEVELS_PER_CHUNK - 1
+
+
+def child_keys(key, word, level, bit):
+    """Chunk key and current path word of the child ``bit`` of nodes at ``level``.
+
+    ``word`` is the parents' current path word; a child at level ``32(t+1)`` keeps the
+    completed word in its path and starts a new chunk (``keys.next_chunk_key``).
+    """
+    full = K.child_word(word, level, bit)
+    new_key = jax.lax.cond(
+        _new_chunk(level), lambda: K.next_chunk_key(key, full), lambda: key
+    )
+    return new_key, full
+
+
+def expand(parents: Nodes, level, boundary):
+    """Split level-``level`` parents [N] into their children [2N] (planar: bit 0, then bit 1).
+
+    Args:
+      parents: the nodes to split.
+      level: their level (unbatched traced int32).
+      boundary: ``(lo, hi, level) -> p``, the child boundary in the sorted data.
+
+    Returns:
+      ``(children, counts, words)``: the children (``extra`` = None), their true counts
+      [2N] int32, and the parents' expansion words ``(w0, w1)`` [N] (``keys.EXPAND``).
+    """
+    lo, hi, key = parents.lo, parents.hi, (parents.key0, parents.key1)
+    row = level // K.LEVELS_PER_CHUNK
+    word = parents.path[row]
+    p = boundary(lo, hi, level)
+    w0, w1 = K.draw(key, K.EXPAND, level, word)
+    (key0, word0), (key1, word1) = (child_keys(key, word, level, b) for b in (0, 1))
+    path = jnp.concatenate([parents.path.at[row].set(word0), parents.path.at[row].set(word1)], -1)
+    children = Nodes(
+        lo=jnp.concatenate([lo, p]), hi=jnp.concatenate([p, hi]),
+        key0=jnp.concatenate([key0[0], key1[0]]), key1=jnp.concatenate([key0[1], key1[1]]),
+        path=path, extra=None,
+    )
+    return children, jnp.concatenate([p - lo, hi - p]), (w0, w1)
+
+
+def compact(keep, tree):
+    """Move the entries with ``keep`` [N] to the front, order kept; returns (count, tree).
+
+    Every array of ``tree`` has the entry axis last.  Entries past ``count`` are
+    unspecified (they repeat entry 0).
+    """
+    n = keep.shape[0]
+    pos = jnp.where(keep, jnp.cumsum(keep) - 1, n)
+    source = jnp.zeros(n, jnp.int32).at[pos].set(jnp.arange(n, dtype=jnp.int32), mode="drop")
+    return jnp.sum(keep, dtype=jnp.int32), jax.tree_util.tree_map(lambda a: a[..., source], tree)
+
+
+def read(buffer, start, size: int):
+    """Slots ``[start, start + size)`` of a buffer tree (slot axis last)."""
+    return jax.tree_util.tree_map(
+        lambda a: jax.lax.dynamic_slice_in_dim(a, start, size, axis=-1), buffer
+    )
+
+
+def write(buffer, start, block):
+    """Write a block tree at slot ``start`` (the buffer's capacity must allow the block)."""
+    return jax.tree_util.tree_map(
+        lambda a, b: jax.lax.dynamic_update_slice_in_dim(a, b, start, axis=-1), buffer, block
+    )
+
+
+def allocate(template, capacity: int):
+    """A buffer tree with ``capacity`` slots shaped like ``template`` (slot axis last)."""
+    return jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape[:-1] + (capacity,), a.dtype), template)
+
+
+def level_pairs(n_levels, level, a, b, carry):
+    """Run ``level(j, src, dst, carry) -> (dst, carry)`` for ``j < n_levels``, alternating buffers.
+
+    Level ``j`` reads ``a`` and writes ``b`` when ``j`` is even, the reverse when odd; the
+    levels run in pairs so the loop carry never swaps (and never copies) a buffer.
+    ``level`` must leave ``dst`` and ``carry`` unchanged for ``j ≥`` its own depth.
+
+    Returns:
+      ``(a, b, carry)``; level ``r`` is in ``a`` for even ``r``, in ``b`` for odd (``final``).
+    """
+
+    def pair(p, state):
+        a, b, carry = state
+        b, carry = level(2 * p, a, b, carry)
+        a, carry = level(2 * p + 1, b, a, carry)
+        return a, b, carry
+
+    return jax.lax.fori_loop(0, (n_levels + 1) // 2, pair, (a, b, carry))
+
+
+def final(a, b, depth):
+    """The buffer holding level ``depth`` after ``level_pairs`` (per replicate)."""
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(depth % 2 == 0, x, y), a, b)

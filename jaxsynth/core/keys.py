@@ -1,0 +1,130 @@
+"""Counter-based random words of replicates and tree nodes (Threefry-2x32).
+
+Every random word of a release is ``H(k, c)``, one block of Threefry-2x32-20 (Salmon et
+al. 2011, the hash of ``jax.random``; checked against ``jax.extend.random.threefry_2x32``
+in the tests) of a 64-bit key ``k`` and a 64-bit counter ``c = (c0, c1)``.  Nothing
+depends on batch size, chunking, capacity, device count or engine, so every execution
+of a mechanism draws the same words for the same node.
+
+Keys.  Replicate ``s`` of a batch drawn with key ``K`` uses ``fold_in(K, s)``
+(``jax.random.fold_in``).  Inside a replicate, a node at level ``j`` with path bits
+``b_0 … b_{j-1}`` (SPEC §0) is addressed by a *chunk key* and a *path word*: the chunk
+key of levels ``32t … 32t+31`` is the replicate key for ``t = 0`` and otherwise
+``H(chunk key of t−1, (CHUNK·32, b_{32(t−1)} … b_{32t−1}))``; the path word holds the bits
+``b_{32t} … b_{j−1}`` left-aligned (bit ``b_{32t}`` at position 31).  The counter of a
+node draw is ``(tag·32 + j mod 32, path word)``: unique per node and tag, so no node
+needs a key of its own and a complete tree of depth ≤ 31 is pure counter mode.
+
+Tags (``c0 >> 5``):
+
+* ``EXPAND``: the block of a node that is expanded; word 0 is its child 0's draw, word 1
+  its child 1's, and bit 30 of word 0 its coin (the PMM family) — one block per parent;
+* ``ROOT``: the root's own draw (PMM root count; PrivTree root split test);
+* ``LEAF``: a PrivTree leaf's Laplace mass;
+* ``PLACE + t``: words ``2t, 2t+1`` of a PrivTree leaf's uniform representative;
+* ``POINT + t``: words ``2t, 2t+1`` of the uniform position of synthetic point ``i``
+  (counter ``c1 = i``) of the PMM family;
+* ``SELECT``: the Gumbel word of candidate ``a`` (``c1 = a``) of Adaptive Pruned-PMM;
+* ``SHIFT``: words of the public shift ``U`` of shifted PrivTree (``c1 = ⌊c/2⌋``).
+
+How a word becomes a variate is in ``jaxsynth.core.noise``.  Everything here is
+elementwise ``uint32`` arithmetic, which XLA compiles fast and vectorises.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+EXPAND, ROOT, LEAF, CHUNK, SELECT, SHIFT = 1, 2, 3, 4, 5, 6
+PLACE = 16
+"""First tag of a PrivTree leaf's placement words (``PLACE + t``, ``t < 8``)."""
+POINT = 32
+"""First tag of a synthetic point's placement words (``POINT + t``, ``t < 32``)."""
+LEVELS_PER_CHUNK = 32
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+
+
+def _rotl(x, r: int):
+    return (x << jnp.uint32(r)) | (x >> jnp.uint32(32 - r))
+
+
+def threefry2x32(k0, k1, c0, c1):
+    """Threefry-2x32 with 20 rounds, elementwise: ``(x0, x1) = H((k0, k1), (c0, c1))``.
+
+    All arguments are broadcastable ``uint32`` arrays; returns two ``uint32`` arrays.
+    """
+    k0, k1, c0, c1 = (jnp.asarray(a, jnp.uint32) for a in (k0, k1, c0, c1))
+    ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(_PARITY))
+    x0, x1 = c0 + ks[0], c1 + ks[1]
+    for group in range(5):
+        for r in _ROTATIONS[group % 2]:
+            x0 = x0 + x1
+            x1 = _rotl(x1, r) ^ x0
+        x0 = x0 + ks[(group + 1) % 3]
+        x1 = x1 + ks[(group + 2) % 3] + jnp.uint32(group + 1)
+    return x0, x1
+
+
+def counter(tag: int, level=0):
+    """Counter word ``c0 = tag·32 + (level mod 32)`` (``level`` may be an array)."""
+    return (jnp.uint32(tag) << 5) | (jnp.asarray(level, jnp.uint32) & jnp.uint32(31))
+
+
+def draw(key, tag: int, level=0, word=0):
+    """The two words ``H(key, (tag·32 + level mod 32, word))``; ``key`` is ``(k0, k1)``."""
+    return threefry2x32(key[0], key[1], counter(tag, level), word)
+
+
+def child_word(word, level, bit):
+    """Path word of a child: ``bit`` (0/1) appended at position ``31 − level mod 32``."""
+    shift = jnp.uint32(31) - (jnp.asarray(level, jnp.uint32) & jnp.uint32(31))
+    return jnp.asarray(word, jnp.uint32) | (jnp.asarray(bit, jnp.uint32) << shift)
+
+
+def next_chunk_key(key, word):
+    """Chunk key below a full path word (the node at level ``32(t+1)``), ``(k0', k1')``."""
+    return draw(key, CHUNK, 0, word)
+
+
+def bit_reverse(x):
+    """Reverse the 32 bits of ``uint32`` values: index ``Σ b_t 2^t`` to path word."""
+    x = jnp.asarray(x, jnp.uint32)
+    for shift, mask in ((1, 0x55555555), (2, 0x33333333), (4, 0x0F0F0F0F), (8, 0x00FF00FF)):
+        m = jnp.uint32(mask)
+        x = ((x >> shift) & m) | ((x & m) << shift)
+    return (x >> 16) | (x << 16)
+
+
+def as_raw_key(key) -> jax.Array:
+    """An int seed, a typed key or a raw ``uint32[2]`` key as a raw ``uint32[2]`` key.
+
+    Raises:
+      ValueError: naming ``key`` for anything else (bools, floats, strings, wrong shapes).
+    """
+    if isinstance(key, (bool, np.bool_)):
+        raise ValueError(f"key must be an int seed or a jax PRNG key; got {key!r}")
+    if isinstance(key, (int, np.integer)):
+        if not 0 <= int(key) < 2**63:
+            raise ValueError(f"key must be a non-negative int below 2^63; got {key}")
+        return jax.random.key_data(jax.random.key(int(key)))
+    if not isinstance(key, (jax.Array, np.ndarray)):
+        raise ValueError(f"key must be an int seed or a jax PRNG key; got {type(key).__name__}")
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(key)
+    if key.dtype != np.uint32 or key.shape != (2,):
+        raise ValueError(f"key must be an int seed or a jax PRNG key; got {key.dtype}{key.shape}")
+    return jnp.asarray(key)
+
+
+def replicate_keys(key, seeds) -> jax.Array:
+    """Raw keys [S, 2] of replicates ``fold_in(key, s)`` for seed indices ``seeds`` [S].
+
+    The same replicate key serves every ε (common random numbers across ε).
+    """
+    base = jax.random.wrap_key_data(as_raw_key(key))
+    idx = jnp.asarray(np.asarray(seeds, np.uint32))
+    return jax.random.key_data(jax.vmap(lambda s: jax.random.fold_in(base, s))(idx))

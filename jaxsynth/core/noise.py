@@ -1,0 +1,144 @@
+"""Exact noise laws from 32-bit random words (SPEC §1).
+
+Every variate is a function of one word of ``jaxsynth.core.keys``, so an independent
+reimplementation (the tests' per-node oracle) that draws the same words gets the same
+noise.
+
+* **Exponential** ``E = −ln u`` with ``u = (k + 1/2)·2^{-b}``, ``k`` the low ``b`` bits of
+  the word: ``u`` is uniform on the midpoints of a ``2^{-b}`` grid.  ``u`` is carried as an
+  exact float32 pair (TwoSum), so ``E`` is accurate to float32 rounding for every ``k``,
+  including ``u`` next to 1 where ``E`` is tiny.  ``E ≤ (b + 1) ln 2`` (21.5 for b = 30).
+* **Discrete Laplace** ``LapZ(σ)`` (``P(z) ∝ e^{−|z|/σ}``): sign from bit 31,
+  magnitude ``M = ⌊(E + h)/ν⌋`` with ``ν = 1/σ`` and ``h = ln(2/(1 + e^{−ν}))`` from the
+  30 low bits.  Then ``P(M ≥ k) = 2q^k/(1 + q)`` for ``k ≥ 1`` (``q = e^{−ν}``), which is
+  the law of ``|Z|``, and the sign is a fair bit (irrelevant when ``M = 0``): one word,
+  one logarithm per draw.  Bit 30 is left free (the PMM family's coin).  The uniform
+  grid truncates ``|Z|`` at ``21.5σ + 1`` (probability ``≤ 5·10^{-10}``) and moves every
+  cdf value by at most ``2^{-30}``.
+* **Laplace** ``Lap(b)``: ``±b·E`` with sign bit 31 and ``E`` from the 31 low bits.
+* **Uniform** on ``[0, 1)``: the top 24 bits over ``2^{24}`` (exact in float32).
+
+Noisy counts.  The PMM family needs ``(c + Z)_+`` for counts ``c < 2^27`` at scales up to
+``σ = ∞`` (deep levels of the packing schedule reach ``σ ≈ 10^{21}`` at depth 150 in
+d = 10, and beyond float range deeper).  ``noisy_count`` returns the value as an int32
+*saturated* at ``SATURATION = 2^30 − 1`` — exact whenever it is below, so every
+comparison a consistency rule makes with a mass ``m < 2^30`` is exact — together with
+the value in units of ``σ``, ``ν·(c + Z)_+`` (float32), which the proportional rule's
+ratio uses when a count saturates (siblings share ``σ``, so the ratio is unchanged).
+Scales are passed as ``ν = 1/σ``; ``ν = 0`` is the limit ``σ = ∞``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SATURATION = 2**30 - 1
+"""Noisy counts are carried as int32 saturated here (sums of two stay below 2^31)."""
+COUNT_BITS = 30
+"""Uniform bits of a discrete-Laplace draw (bits 0..29 of its word)."""
+
+
+def _exact_uniform(word, bits: int):
+    """``u = (k + 1/2)·2^{-bits}`` as an exact pair ``(s, e)``, ``u = s + e``, ``s = fl(u)``."""
+    k = (word & jnp.uint32(2**bits - 1)).astype(jnp.int32)
+    k_hi = k.astype(jnp.float32)  # exact below 2^24, else rounded to 24 bits
+    hi = k_hi * jnp.float32(2.0**-bits)
+    lo = ((k - k_hi.astype(jnp.int32)).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-bits)
+    s = hi + lo  # TwoSum: s + e = hi + lo exactly
+    bb = s - hi
+    e = (hi - (s - bb)) + (lo - bb)
+    return s, e
+
+
+def exponential(word, bits: int = 31):
+    """``Exp(1)`` variate ``−ln u`` from the low ``bits`` bits of ``uint32`` words, float32."""
+    s, e = _exact_uniform(jnp.asarray(word, jnp.uint32), bits)
+    return -jnp.log(s) - e / s
+
+
+def sign_bit(word):
+    """Bit 31 of the word (1: positive)."""
+    return (jnp.asarray(word, jnp.uint32) >> 31).astype(jnp.int32)
+
+
+def coin(word):
+    """Bit 30 of the word: the fair coin of an expansion block."""
+    return ((jnp.asarray(word, jnp.uint32) >> 30) & 1).astype(jnp.int32)
+
+
+def _magnitude(word, inv_sigma):
+    """``(T, M)``: ``T = E + h`` and ``M = min(⌊T/ν⌋, SATURATION)`` (int32) of a LapZ draw."""
+    inv = jnp.asarray(inv_sigma, jnp.float32)
+    h = -jnp.log1p(0.5 * jnp.expm1(-inv))  # ln(2 / (1 + e^{-ν}))
+    t = exponential(word, COUNT_BITS) + h
+    mag = jnp.minimum(jnp.floor(t / inv), jnp.float32(SATURATION)).astype(jnp.int32)
+    return t, mag
+
+
+def discrete_laplace(word, inv_sigma):
+    """``LapZ(σ)`` int32 from words, ``ν = 1/σ`` (saturated at ``±SATURATION``)."""
+    _, mag = _magnitude(word, inv_sigma)
+    return jnp.where(sign_bit(word) == 1, mag, -mag)
+
+
+def noisy_count(word, count, inv_sigma):
+    """``(c + Z)_+`` for ``Z ~ LapZ(σ)``: (int32 saturated value, float32 ``ν·(c + Z)_+``).
+
+    Args:
+      word: uint32 words, one per count.
+      count: int32 true counts ``c`` (``0 ≤ c < 2^27``).
+      inv_sigma: ``ν = 1/σ`` (scalar or broadcastable; 0 means ``σ = ∞``).
+    """
+    t, mag = _magnitude(word, inv_sigma)
+    positive = sign_bit(word) == 1
+    value = jnp.clip(count + jnp.where(positive, mag, -mag), 0, SATURATION)
+    scaled = count.astype(jnp.float32) * jnp.asarray(inv_sigma, jnp.float32)
+    scaled = jnp.maximum(scaled + jnp.where(positive, t, -t), 0.0)
+    return value, scaled
+
+
+def laplace(word, scale):
+    """``Lap(b)``, density ``e^{−|z|/b}/(2b)``: ``±b·E`` from words, float32."""
+    e = exponential(word, 31) * jnp.asarray(scale, jnp.float32)
+    return jnp.where(sign_bit(word) == 1, e, -e)
+
+
+def uniform(word):
+    """Uniform on ``[0, 1)`` from the top 24 bits of each word, float32 (exact)."""
+    return (jnp.asarray(word, jnp.uint32) >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+
+
+def exponential_mechanism_logits(gaps, epsilon, sensitivity):
+    """Logits ``−ε·B_a/(2Δ)`` from score gaps (lower is better; ``+inf`` excluded).
+
+    With ``Δ = 0`` adjacent data sets share the scores, so the choice costs no budget
+    (seed 001 §B.4) and all mass goes to the first minimiser.
+    """
+    gaps = jnp.asarray(gaps, jnp.float32)
+    safe = jnp.where(sensitivity > 0, sensitivity, 1.0)
+    logits = -epsilon * gaps / (2.0 * safe)
+    first_min = jnp.arange(gaps.shape[-1]) == jnp.argmin(gaps, axis=-1)[..., None]
+    return jnp.where(sensitivity > 0, logits, jnp.where(first_min, 0.0, -jnp.inf))
+
+
+def exponential_mechanism_probabilities(gaps, epsilon, sensitivity):
+    """Selection probabilities ``P(a) ∝ exp(−ε·B_a/(2Δ))``."""
+    return jax.nn.softmax(exponential_mechanism_logits(gaps, epsilon, sensitivity), axis=-1)
+
+
+def gumbel_argmax(words, logits):
+    """Index drawn with probabilities ``softmax(logits)`` by the exponential race.
+
+    ``argmin_a E_a·e^{−logit_a}`` with ``E_a = Exp(1)`` from ``words[a]`` equals the
+    Gumbel-max draw ``argmax_a logit_a − ln E_a``.
+    """
+    keyed = jnp.log(exponential(words, 31)) - jnp.asarray(logits, jnp.float32)
+    return jnp.argmin(keyed, axis=-1).astype(jnp.int32)
+
+
+def discrete_laplace_pmf(z, sigma) -> np.ndarray:
+    """Exact pmf ``(1−q)/(1+q)·q^{|z|}``, ``q = e^{−1/σ}`` (host float64, for checks)."""
+    q = np.exp(-1.0 / np.asarray(sigma, np.float64))
+    return (1.0 - q) / (1.0 + q) * q ** np.abs(np.asarray(z, np.float64))

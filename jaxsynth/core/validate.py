@@ -1,0 +1,104 @@
+"""Input checks shared by every public entry point (SPEC §0).
+
+Bad input is refused with a ``ValueError`` that names the argument, before any work;
+nothing is clipped or coerced silently.  Booleans are booleans and numbers are numbers:
+``True`` is not a budget and ``"False"`` is not a flag.
+``jaxsynth.experiments.datasets.rescale_to_unit_cube`` is the explicit way to bring
+arbitrary data into the cube.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def check_data(X, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``."""
+    if isinstance(X, (str, bytes)):
+        raise ValueError(f"{name} must be a numeric array of shape (n, d); got a string")
+    try:
+        raw = np.asarray(X)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric array of shape (n, d): {exc}") from None
+    if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer)
+                                 or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers; got dtype {raw.dtype}")
+    arr = raw.astype(np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must have shape (n, d); got an array of rank {arr.ndim}")
+    n, d = arr.shape
+    if n == 0:
+        raise ValueError(f"{name} is empty (n = 0); at least one point is needed")
+    if d == 0:
+        raise ValueError(f"{name} has d = 0 coordinates")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.sum(~np.isfinite(arr).all(axis=1)))
+        raise ValueError(f"{name} contains NaN or inf in {bad} row(s)")
+    if arr.min() < 0.0 or arr.max() > 1.0:
+        bad = int(np.sum(((arr < 0.0) | (arr > 1.0)).any(axis=1)))
+        raise ValueError(
+            f"{name} has {bad} point(s) outside [0,1]^d (range [{arr.min():g}, {arr.max():g}]); "
+            "use jaxsynth.datasets.rescale_to_unit_cube to map data into the cube explicitly"
+        )
+    return arr
+
+
+def check_epsilon(eps, name: str = "eps") -> np.ndarray:
+    """Return ``eps`` as a float64 array (a number or a list; at least one value), finite, > 0."""
+    values = list(eps) if isinstance(eps, (list, tuple, np.ndarray)) else [eps]
+    if isinstance(eps, np.ndarray) and eps.ndim == 0:
+        values = [eps.item()]
+    if not values:
+        raise ValueError(f"{name} is empty")
+    for v in values:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if not _is_real(v):
+            raise ValueError(f"{name} must be a positive number or a list of them; got {eps!r}")
+    arr = np.asarray([float(v) for v in values], np.float64)
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name} must be finite and > 0; got {eps!r}")
+    return arr
+
+
+def check_positive_int(value, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int ``>= minimum`` or raise ``ValueError`` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    return int(value)
+
+
+def check_positive_number(value, name: str) -> float:
+    """Return ``value`` as a finite float ``> 0`` or raise ``ValueError`` naming ``name``."""
+    if not _is_real(value) or not (np.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return float(value)
+
+
+def check_fraction(value, name: str) -> float:
+    """Return ``value`` as a float strictly between 0 and 1."""
+    if not _is_real(value) or not (0.0 < float(value) < 1.0):
+        raise ValueError(f"{name} must be a number strictly between 0 and 1; got {value!r}")
+    return float(value)
+
+
+def check_choice(value, name: str, choices) -> str:
+    """Return ``value`` if it is one of the strings ``choices``, else raise ``ValueError``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}")
+    return value
+
+
+def check_bool(value, name: str) -> bool:
+    """Return ``value`` if it is a bool (``True``/``False``), else raise ``ValueError``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)

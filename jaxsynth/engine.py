@@ -1,0 +1,253 @@
+"""One engine for every mechanism: plans, chunked vmapped execution, the released measure.
+
+A mechanism config (``jaxsynth.mechanisms``) turns a data tree and a list of budgets into
+a ``Plan``: a pure per-replicate kernel, its static options (shapes, flags; hashable), the
+per-ε arrays it reads (scales, depths, ...) and the arrays every replicate shares (the
+data tree).  ``run`` executes a plan for any number of replicate keys:
+
+* replicates are the flat grid ε × seeds (``ε``-major), each with its own key and ε index;
+* they are vmapped in chunks of one fixed size ``C`` (``chunk_size``: the memory model of
+  the plan on this device, or the next power of two of the grid when smaller), the last
+  chunk padded, so a plan compiles once per ``C`` — a new ε list or seed count reuses it;
+* the kernel is jitted at this one boundary (``_run_chunk``, a module-level function whose
+  static arguments are the kernel and its options), so compilations are cached by JAX;
+* results stay on the device; ``release`` wraps them in one ``SyntheticMeasure``.
+
+A plan may give an ``order`` function, a cheap per-replicate cost (e.g. the depth Adaptive
+Pruned-PMM selects): replicates are then chunked in cost order and put back afterwards,
+so a chunk's loops run to similar depths.  Kernels that can overflow a capacity report
+``overflow``; those replicates are rerun with the plan's ``retry`` options (node noise
+depends only on the node, so a rerun releases the same measure).  Since every replicate
+depends only on its key, nothing depends on chunk size, order or device count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, Hashable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsynth.core.frontier import REPLICATES
+from jaxsynth.core.measure import SyntheticMeasure
+
+DEFAULT_MEMORY_BYTES = 2 * 2**30
+"""Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
+ACCELERATOR_MEMORY_SHARE = 0.6
+MAX_CHUNK = {"cpu": 32, "default": 8192}
+"""Largest chunk per platform: on a CPU the loop bodies run on one core and small chunks
+keep a piece's working set in cache; accelerators want wide batches."""
+
+SCALARS = ("size", "visited", "leaves", "depth")
+"""Per-replicate fields every kernel returns besides its atoms."""
+ATOMS = ("points", "weights")
+"""Per-atom fields of a released measure (``leaf_depth`` when the kernel has one)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """A mechanism ready to run on one data set for a list of budgets.
+
+    Attributes:
+      mechanism: the mechanism's name (``SyntheticMeasure.mechanism``).
+      kernel: module-level function ``kernel(static, key, params, shared, token) -> dict``
+        releasing one replicate (run under ``vmap`` over ``REPLICATES``).
+      static: hashable static options of the kernel.
+      params: per-ε arrays (leading axis E) the kernel reads as ``params``.
+      shared: arrays common to every replicate (``shared``).
+      eps: [E] budgets.
+      budget: [E] accounting parts (``"epsilon"`` and its split).
+      adjacency: the adjacency the accounting assumes (oracles say so here).
+      bytes_per_replicate: working memory of one replicate (atoms included).
+      info_fields: per-replicate diagnostics the kernel returns (``out.info``).
+      atom_fields: per-atom fields besides ``points`` / ``weights`` (e.g. ``leaf_depth``).
+      info: per-ε host arrays [E, ...] added to ``out.info``.
+      order: optional ``order(static, key, params, shared) -> cost`` (a scalar).
+      retry: optional ``retry(static) -> static`` with more capacity, for ``overflow``.
+      finish: optional host post-processing of the finished measure.
+    """
+
+    mechanism: str
+    kernel: Callable
+    static: Hashable
+    params: dict
+    shared: Any
+    eps: np.ndarray
+    budget: dict
+    adjacency: str
+    bytes_per_replicate: float
+    info_fields: tuple = ()
+    atom_fields: tuple = ()
+    info: dict = dataclasses.field(default_factory=dict)
+    order: Callable | None = None
+    retry: Callable | None = None
+    finish: Callable | None = None
+
+    def fields(self, atoms: bool) -> tuple:
+        """Kernel outputs to keep: scalars and diagnostics, plus the atoms if asked."""
+        extra = ATOMS + self.atom_fields if atoms else ()
+        overflow = ("overflow",) if self.retry is not None else ()
+        return SCALARS + self.info_fields + overflow + extra
+
+
+@functools.partial(jax.jit, static_argnames=("kernel", "static", "fields"))
+def _run_chunk(kernel, static, fields, keys, eps_index, params, shared, token):
+    """One chunk: the kernel vmapped over replicates (keys [C, 2], ε indices [C])."""
+    per_replicate = jax.tree_util.tree_map(lambda a: a[eps_index], params)
+
+    def one(key, p):
+        return kernel(static, key, p, shared, token)
+
+    out = jax.vmap(one, axis_name=REPLICATES)(keys, per_replicate)
+    return {f: out[f] for f in fields}
+
+
+@functools.partial(jax.jit, static_argnames=("order", "static"))
+def _costs(order, static, keys, eps_index, params, shared):
+    per_replicate = jax.tree_util.tree_map(lambda a: a[eps_index], params)
+    return jax.vmap(lambda k, p: order(static, k, p, shared))(keys, per_replicate)
+
+
+def device_memory(device=None) -> int:
+    """Working memory of one chunk on ``device``: a share of an accelerator's, or 2 GiB."""
+    device = device or jax.devices()[0]
+    if device.platform == "cpu":
+        return DEFAULT_MEMORY_BYTES
+    stats = device.memory_stats() or {}
+    limit = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
+    return int(limit * ACCELERATOR_MEMORY_SHARE) if limit > 0 else DEFAULT_MEMORY_BYTES
+
+
+def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int,
+               platform: str | None = None) -> int:
+    """Replicates per chunk: a power of two that fits the memory, at most the platform's cap.
+
+    Smaller grids use the next power of two of their size, so seed counts of one bucket
+    share a compilation.
+
+    Raises:
+      ValueError: naming ``memory_bytes`` when not even one replicate fits.
+    """
+    if bytes_per_replicate > memory_bytes:
+        raise ValueError(
+            f"one replicate needs {bytes_per_replicate / 2**30:.2f} GiB but memory_bytes is "
+            f"{memory_bytes / 2**30:.2f} GiB; raise memory_bytes or reduce the depth or n"
+        )
+    platform = platform or jax.devices()[0].platform
+    fit = int(memory_bytes // max(bytes_per_replicate, 1.0))
+    cap = min(fit, MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
+    size = 1 << (cap.bit_length() - 1)
+    return min(size, 1 << max(0, (replicates - 1).bit_length()))
+
+
+def _pad_atoms(a, size: int):
+    """Zero-pad per-atom arrays [N, M, ...] to ``M = size`` along axis 1."""
+    if a.ndim < 2 or a.shape[1] >= size:
+        return a
+    return jnp.pad(a, [(0, 0), (0, size - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+
+
+def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None) -> dict:
+    """Release every (ε, key) replicate of ``plan``; results stay on the device.
+
+    Args:
+      plan: the mechanism's plan.
+      keys: [S, 2] raw replicate keys (``keys.replicate_keys``).
+      atoms: keep the released atoms (``False``: scalars and diagnostics only).
+      memory_bytes: working memory of one chunk (default: ``device_memory()``).
+
+    Returns:
+      dict of arrays with leading axes [E, S].
+    """
+    keys = jnp.asarray(keys, jnp.uint32)
+    E, S = len(plan.eps), keys.shape[0]
+    total = E * S
+    memory_bytes = device_memory() if memory_bytes is None else memory_bytes
+    fields = plan.fields(atoms)
+    grid_keys = jnp.tile(keys, (E, 1))
+    grid_eps = jnp.repeat(jnp.arange(E, dtype=jnp.int32), S)
+    params = jax.tree_util.tree_map(jnp.asarray, plan.params)
+    order = None
+    if plan.order is not None and total > 1:
+        costs = _costs(plan.order, plan.static, grid_keys, grid_eps, params, plan.shared)
+        order = jnp.asarray(np.argsort(np.asarray(costs), kind="stable"), jnp.int32)
+        grid_keys, grid_eps = grid_keys[order], grid_eps[order]
+    out = _run_grid(plan, plan.static, fields, grid_keys, grid_eps, params, memory_bytes)
+    if plan.retry is not None:
+        out = _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out)
+    if order is not None:
+        inverse = jnp.zeros_like(order).at[order].set(jnp.arange(total, dtype=jnp.int32))
+        out = {k: v[inverse] for k, v in out.items()}
+    return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
+
+
+def _run_grid(plan, static, fields, grid_keys, grid_eps, params, memory_bytes) -> dict:
+    total = grid_keys.shape[0]
+    per_replicate = plan.bytes_per_replicate if static is plan.static else plan.bytes_per_replicate * 2
+    size = chunk_size(per_replicate, total, memory_bytes)
+    token = jnp.bool_(True)
+    parts = []
+    for start in range(0, total, size):
+        index = jnp.minimum(jnp.arange(start, start + size), total - 1)
+        parts.append(_run_chunk(
+            plan.kernel, static, fields, grid_keys[index], grid_eps[index], params, plan.shared, token
+        ))
+    return {k: jnp.concatenate([p[k] for p in parts])[:total] for k in fields}
+
+
+def _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out) -> dict:
+    """Rerun replicates that overflowed their capacity with the plan's retry options."""
+    static = plan.static
+    while True:
+        bad = np.flatnonzero(np.asarray(out["overflow"]))
+        if bad.size == 0:
+            return out
+        static = plan.retry(static)
+        redo = _run_grid(plan, static, fields, grid_keys[bad], grid_eps[bad], params, memory_bytes)
+        width = max(out["weights"].shape[1], redo["weights"].shape[1]) if "weights" in out else 0
+        merged = {}
+        for k in fields:
+            old, new = out[k], redo[k]
+            if k in ATOMS + plan.atom_fields:
+                old, new = _pad_atoms(old, width), _pad_atoms(new, width)
+            merged[k] = old.at[jnp.asarray(bad)].set(new)
+        out = merged
+
+
+def release(plan: Plan, keys, memory_bytes: int | None = None) -> SyntheticMeasure:
+    """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``."""
+    out = run(plan, keys, atoms=True, memory_bytes=memory_bytes)
+    return measure(plan, out)
+
+
+def measure(plan: Plan, out: dict) -> SyntheticMeasure:
+    """The ``SyntheticMeasure`` of a plan's outputs [E, S, ...] (the one constructor)."""
+    grid = out["size"].shape
+    weights = out["weights"]
+    leaf_depth = out.get("leaf_depth")
+    if leaf_depth is None:
+        leaf_depth = jnp.broadcast_to(out["depth"][..., None], weights.shape)
+
+    def per_eps(a):
+        a = jnp.asarray(a)
+        return jnp.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
+
+    info = {k: out[k] for k in plan.info_fields}
+    info.update({k: per_eps(v) for k, v in plan.info.items()})
+    result = SyntheticMeasure(
+        points=out["points"],
+        weights=weights,
+        leaf_depth=leaf_depth.astype(jnp.int32),
+        size=out["size"],
+        visited=out["visited"],
+        leaves=out["leaves"],
+        depth=out["depth"],
+        budget={k: per_eps(jnp.asarray(v, jnp.float32)) for k, v in plan.budget.items()},
+        info=info,
+        adjacency=plan.adjacency,
+        mechanism=plan.mechanism,
+    )
+    return plan.finish(result) if plan.finish is not None else result

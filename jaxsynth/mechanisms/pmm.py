@@ -1,0 +1,254 @@
+"""PMM and Pruned-PMM mechanism configurations (SPEC §2–§3; seed 001 §3, §4.1, §A.2–A.3).
+
+A mechanism is a small frozen config.  ``plan(tree, eps)`` turns it into an engine plan
+(``jaxsynth.engine.Plan``) for a data set and a list of budgets: the per-ε inverse scales
+and depths, the static shapes, the data arrays, the budget accounting.  The kernels are in
+``jaxsynth.mechanisms.pmm_kernels``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsynth import engine
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.frontier import path_words
+from jaxsynth.core.noise import SATURATION
+from jaxsynth.core.validate import check_choice, check_positive_int, check_positive_number
+from jaxsynth.mechanisms import pmm_kernels, schedules
+
+PLACEMENTS = ("center", "uniform")
+ENGINES = ("auto", "sparse", "dense")
+MAX_DENSE_DEPTH = 30
+"""The complete-tree kernel never builds more than 2^31 nodes per replicate."""
+ROOT_NOISE_BOUND = 22.2
+"""``|λ_∅| ≤ 22.2 σ_0`` for every draw (``noise`` module: ``E ≤ 31 ln 2``, ``h ≤ ln 2``)."""
+PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 256, "default": 2048}}
+"""Nodes per piece: cache-sized on a CPU, wide on accelerators."""
+
+
+def piece_size(kind: str) -> int:
+    table = PIECES[kind]
+    return table.get(jax.devices()[0].platform, table["default"])
+
+
+def capacity_bucket(size: int) -> int:
+    """Round a capacity up to at most 1/8 slack on a coarse grid (few distinct shapes)."""
+    size = max(int(size), 8)
+    step = 1 << max(0, size.bit_length() - 4)
+    return -(-size // step) * step
+
+
+def metric_tables(depth: int, d: int) -> dict:
+    """Edge weights and cell diameters [2, depth + 1] per metric (``pmm_kernels.METRICS``)."""
+    levels = np.arange(depth + 1)
+    return {
+        "weights": jnp.asarray(
+            np.stack([partition.edge_weights(depth, d, m) for m in pmm_kernels.METRICS]), jnp.float32
+        ),
+        "diameters": jnp.asarray(
+            np.stack([partition.diameter(levels, d, m) for m in pmm_kernels.METRICS]), jnp.float32
+        ),
+    }
+
+
+def _by_depth(static, key, params, shared):
+    return params["depth"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PMMFamily:
+    depth: int | None = None
+    schedule: str = "packing"
+    packing_k: float | None = None
+    placement: str = "center"
+    adjacency: str = "replacement"
+    root_scale: float | None = None
+
+    def __post_init__(self):
+        if self.depth is not None:
+            check_positive_int(self.depth, "depth")
+        check_choice(self.schedule, "schedule", schedules.SCHEDULES)
+        if self.packing_k is not None:
+            check_positive_number(self.packing_k, "packing_k")
+            if self.schedule != "packing":
+                raise ValueError("packing_k is only used with schedule='packing'")
+            if self.packing_k < 1:
+                raise ValueError(f"packing_k must lie in [1, d]; got {self.packing_k!r}")
+        check_choice(self.placement, "placement", PLACEMENTS)
+        check_choice(self.adjacency, "adjacency", schedules.ADJACENCIES)
+        if self.root_scale is not None:
+            check_positive_number(self.root_scale, "root_scale")
+
+    @property
+    def is_oracle(self) -> bool:
+        """True for the ``profile`` schedule built from the data's true occupancy."""
+        return self.schedule == "profile"
+
+    def resolved_depth(self, eps: float, n: int) -> int:
+        """The configured depth, or the ambient-depth rule ``⌈log2(εn)⌉`` (seed 001 §7)."""
+        return self.depth if self.depth is not None else schedules.default_depth(eps, n)
+
+    def data_depth(self, n: int, d: int, eps) -> int:
+        """Depth of the data tree the release needs."""
+        return max(self.resolved_depth(float(e), n) for e in np.atleast_1d(eps))
+
+    def _adjacency_label(self) -> str:
+        if self.is_oracle:
+            return f"{self.adjacency} (ORACLE profile schedule: not differentially private)"
+        return self.adjacency
+
+    def _engine(self, depth: int, n: int) -> str:
+        return "dense"
+
+    def plan(self, tree: DataTree, eps) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E] (SPEC §2–§3).
+
+        Every ε runs in one compiled kernel: depths and scales are traced per ε.
+        """
+        eps = np.asarray(eps, np.float64).ravel()
+        n, d = tree.n, tree.d
+        if self.packing_k is not None and self.packing_k > d:
+            raise ValueError(f"packing_k={self.packing_k} exceeds the dimension d={d}")
+        depths = np.array([self.resolved_depth(float(e), n) for e in eps], np.int32)
+        R = int(depths.max())
+        if tree.depth < R:
+            raise ValueError(f"the data tree has depth {tree.depth}; this release needs {R}")
+        inv = np.ones((len(eps), R))
+        budget = {k: [] for k in ("epsilon", "eps_levels", "eps_root")}
+        inv0 = np.empty(len(eps))
+        for i, (e, r) in enumerate(zip(eps, depths)):
+            inv[i, :r] = schedules.inverse_scales(
+                self.schedule, float(e), int(r), d, self.packing_k, tree.occupancy
+            )
+            parts, sigma0 = schedules.pmm_budget(float(e), self.adjacency)
+            if self.root_scale is not None:
+                sigma0 = self.root_scale
+            inv0[i] = 1.0 / sigma0
+            if self.adjacency == "add_remove":
+                inv[i, :r] /= 2.0  # the level scales of the replacement schedule for ε spend ε/2
+            for k, v in parts.items():
+                budget[k].append(v)
+        largest_mass = n + ROOT_NOISE_BOUND / inv0.min() + 1
+        if largest_mass >= SATURATION:
+            raise ValueError(
+                f"root_scale/eps: the synthetic size m = n + LapZ(σ0) can reach {largest_mass:.3g}, "
+                f"beyond the 2^30 supported; use a smaller root_scale or a larger eps"
+            )
+        capacity = capacity_bucket(math.ceil(largest_mass))
+        params = {
+            "inv_sigma": np.asarray(inv, np.float32),
+            "inv_sigma0": np.asarray(inv0, np.float32),
+            "depth": depths,
+        }
+        points = capacity if self.placement == "uniform" else 0
+        kind = self._engine(R, n)
+        if kind == "dense":
+            kernel, static, shared, per_replicate = self._dense(tree, R, points)
+        else:
+            kernel, static, shared, per_replicate = self._sparse(tree, R, capacity, points)
+        atoms = (points or (2**R if kind == "dense" else capacity)) * (d + 2) * 4
+        return engine.Plan(
+            mechanism=self.name,
+            kernel=kernel,
+            static=static,
+            params=params,
+            shared=shared,
+            eps=eps,
+            budget={k: np.asarray(v, np.float64) for k, v in budget.items()},
+            adjacency=self._adjacency_label(),
+            bytes_per_replicate=per_replicate + atoms,
+            info_fields=pmm_kernels.W1_FIELDS,
+            order=_by_depth if len(set(depths.tolist())) > 1 else None,
+        )
+
+    def _dense(self, tree: DataTree, R: int, points: int):
+        if R > MAX_DENSE_DEPTH:
+            raise ValueError(
+                f"depth={R}: the complete tree has 2^{R + 1} nodes; use "
+                "PrunedPMM(engine='sparse'), whose cost follows the active nodes"
+            )
+        rule = getattr(self, "consistency", "zero_respecting")
+        static = pmm_kernels.DenseStatic(
+            max_depth=R, piece=piece_size("dense"), rule=rule, dim=tree.d, points=points
+        )
+        counts = tree.cached(  # padded so every piece of the last level can be sliced
+            ("planar_counts", R, static.piece),
+            lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
+        )
+        shared = {"counts": counts, **metric_tables(R, tree.d)}
+        per_replicate = 4 * 2 * (max(2**R, 2 * static.piece) + 2 * static.piece) + 4 * 2**R * tree.d
+        return pmm_kernels.dense_kernel, static, shared, per_replicate
+
+    def _sparse(self, tree: DataTree, R: int, capacity: int, points: int):
+        P = piece_size("sparse")
+        static = pmm_kernels.SparseStatic(
+            max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points
+        )
+        shared = {"tree": tree.device, **metric_tables(R, tree.d)}
+        words = 5 + path_words(R)
+        slots = (capacity + capacity // 2 + 2 * P) + 2 * (capacity // 2 + 2 * P)
+        per_replicate = 4 * words * slots + 4 * capacity * tree.d
+        return pmm_kernels.sparse_kernel, static, shared, per_replicate
+
+
+@dataclasses.dataclass(frozen=True)
+class PMM(_PMMFamily):
+    """Full-tree Private Measure Mechanism (He, Vershynin, Zhu 2023; seed 001 §3, SPEC §2).
+
+    Every node of the complete depth-``r`` tree gets ``LapZ(σ_{|θ|})`` noise; noisy counts
+    are made consistent top-down by the ``consistency`` rule and leaf masses become
+    synthetic points.  Privacy: ``ε = 2 Σ_j 1/σ_j`` under replacement adjacency; under
+    add/remove adjacency ``ε = 1/σ_0 + Σ_j 1/σ_j`` (see ``schedules.pmm_budget``).
+
+    Attributes:
+      depth: tree depth ``r``; ``None`` uses ``⌈log2(εn)⌉`` per ε.
+      schedule: ``"uniform"``, ``"packing"`` (``packing_k``, default ``d``) or the oracle
+        ``"profile"`` (uses the data's true occupancy: not private, labelled so).
+      consistency: ``"proportional"`` (default) or ``"zero_respecting"``.
+      placement: ``"center"`` (one atom per leaf) or ``"uniform"`` (``m_θ`` i.i.d. points).
+      adjacency: ``"replacement"`` (default) or ``"add_remove"``.
+      root_scale: ``σ_0``; default ``1/ε`` (replacement, free) or ``2/ε`` (add/remove).
+    """
+
+    consistency: str = "proportional"
+    name = "pmm"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice(self.consistency, "consistency", ("proportional", "zero_respecting"))
+
+
+@dataclasses.dataclass(frozen=True)
+class PrunedPMM(_PMMFamily):
+    """Pruned-PMM with the zero-respecting rule (seed 001 §4.1, §A.2, Algorithms 1–2; SPEC §3).
+
+    Only children of active nodes (positive corrected mass) are visited; root mass
+    ``max(1, n + LapZ(σ_0))``.  Privacy as PMM: ``ε = 2 Σ_j 1/σ_j`` under replacement
+    adjacency (seed 001 Thm A.3: unvisited noise is post-processing of the full tree).
+
+    Attributes (besides those of ``PMM``):
+      engine: ``"sparse"`` (the pruned frontier, cost ``O(N_vis)``), ``"dense"`` (the
+        complete tree with the zero-respecting rule, for shallow trees) or ``"auto"``
+        (dense while ``2^r ≤ 2n``: there the complete tree has no more nodes than the
+        pruned tree can, and a complete-tree node is cheaper).  Both release the same
+        measure for the same key.
+    """
+
+    engine: str = "auto"
+    name = "pruned-pmm"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice(self.engine, "engine", ENGINES)
+
+    def _engine(self, depth: int, n: int) -> str:
+        if self.engine != "auto":
+            return self.engine
+        return "dense" if 2**depth <= 2 * n and depth <= MAX_DENSE_DEPTH else "sparse"

@@ -1,0 +1,350 @@
+"""Per-replicate kernels of the PMM family: the complete tree and the pruned frontier.
+
+SPEC §2–§3; seed 001 §3, §4.1, §A.2.  Both kernels draw a node's noise from its
+parent's expansion block (``jaxsynth.core.keys``), so when they visit the same nodes
+they release the same measure, whatever the engine, batch or chunk.  Both compute the
+exact tree-metric W1 of their release against the data while they descend (SPEC §7):
+for the complete depth-``r`` tree of the partition,
+
+    W_T = Σ_{j=1..r} w_j Σ_{cells c at level j} |μ(c) − ν(c)|,
+
+with ``μ(c) = n_c/n`` and ``ν(c) = m_c/m`` the node's corrected mass (consistency makes
+it the synthetic mass of the cell); cells outside the pruned tree have ``ν = 0`` and
+contribute their data mass, which the sparse kernel accumulates as the data mass of the
+pruned subtrees (a sum of non-negative terms, no cancellation).  ``upper = W_T +
+diam(r)`` bounds W1 in the ground metric (``jaxsynth.wasserstein.tree``).
+
+Kernels run under ``jax.vmap`` with axis ``frontier.REPLICATES`` (``jaxsynth.engine``);
+``depth`` is traced, so replicates of different depths share one compilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from jaxsynth.core import frontier
+from jaxsynth.core import keys as K
+from jaxsynth.core import noise
+from jaxsynth.core.consistency import RULES, zero_respecting_split
+from jaxsynth.core.descent import child_boundary
+
+METRICS = ("linf", "l2")
+"""Row order of the ``weights`` / ``diameters`` tables and of the W1 outputs."""
+W1_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper") for metric in METRICS)
+"""Outputs ``tree_<metric>`` (exact tree W1) and ``upper_<metric>`` (+ the leaf diameter)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DenseStatic:
+    """Static options of the complete-tree kernel.
+
+    Attributes:
+      max_depth: ``R``, the deepest depth of any replicate (arrays hold ``2^R`` leaves).
+      piece: nodes per piece of a level.
+      rule: ``"proportional"`` (PMM) or ``"zero_respecting"`` (dense Pruned-PMM).
+      dim: ``d``.
+      points: synthetic points per replicate with uniform placement (0: cell centers).
+    """
+
+    max_depth: int
+    piece: int
+    rule: str
+    dim: int
+    points: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseStatic:
+    """Static options of the pruned-frontier kernel.
+
+    Attributes:
+      max_depth: ``R``, the length of the scale vectors (deepest depth of any replicate).
+      capacity: frontier slots, at least the largest root mass (so never overflowed).
+      piece: nodes per piece.
+      dim: ``d``.
+      points: synthetic points per replicate with uniform placement (0: cell centers).
+    """
+
+    max_depth: int
+    capacity: int
+    piece: int
+    dim: int
+    points: int = 0
+
+
+def root_mass(key, n, inv_sigma0):
+    """``m = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word (SPEC §3)."""
+    word, _ = K.draw(key, K.ROOT)
+    value, _ = noise.noisy_count(word, n, inv_sigma0)
+    return jnp.maximum(value, 1)
+
+
+def cell_side(level, d: int):
+    """Side lengths [d] float32 of level-``level`` cells (``level`` may be traced)."""
+    k = level // d + (jnp.arange(d) < level % d).astype(jnp.int32)
+    return jnp.exp2(-k.astype(jnp.float32))
+
+
+def planar_lower(index, level, d: int, max_level: int):
+    """Lower corners [N, d] of the level-``level`` cells with planar indices ``index`` [N]."""
+
+    def bit(t, lower):
+        b = ((index >> t) & 1).astype(jnp.float32) * (t < level)
+        step = jnp.exp2(-(t // d + 1).astype(jnp.float32)) * (jnp.arange(d) == t % d)
+        return lower + b[:, None] * step
+
+    return jax.lax.fori_loop(0, max_level, bit, jnp.zeros(index.shape + (d,), jnp.float32))
+
+
+def uniform_points(key, mass, lower, side, count: int):
+    """``count`` synthetic points, ``mass[l]`` uniform in leaf ``l`` (SPEC §2 step 5).
+
+    Point ``i`` (in leaf order) is ``lower + u·side`` with ``u`` from the words
+    ``POINT + t`` of counter ``i``; points past ``Σ mass`` get weight 0.
+    Returns (points [count, d], weights [count]).
+    """
+    d = lower.shape[-1]
+    index = jnp.arange(count, dtype=jnp.int32)
+    leaf = jnp.minimum(jnp.searchsorted(jnp.cumsum(mass), index, side="right"), mass.shape[0] - 1)
+    blocks = [K.draw(key, K.POINT + t, 0, index.astype(jnp.uint32)) for t in range(-(-d // 2))]
+    u = noise.uniform(jnp.stack([w for pair in blocks for w in pair], axis=-1)[:, :d])
+    corner = lower[leaf]
+    points = jnp.minimum(corner + u * side, jnp.nextafter(corner + side, corner))
+    m = jnp.sum(mass)
+    return points, (index < m).astype(jnp.float32) / m.astype(jnp.float32)
+
+
+def _w1_outputs(w1, depth, diameters):
+    """Tree W1 and its upper bound per metric from the level sums ``w1`` [2]."""
+    return {
+        **{f"tree_{name}": w1[i] for i, name in enumerate(METRICS)},
+        **{f"upper_{name}": w1[i] + diameters[i, depth] for i, name in enumerate(METRICS)},
+    }
+
+
+def dense_kernel(static: DenseStatic, key, params, shared, token):
+    """One replicate of PMM on the complete tree, level by level in planar order.
+
+    Args:
+      static: ``DenseStatic``.
+      key: raw replicate key [2].
+      params: ``inv_sigma`` [R] (``1/σ_j`` of levels ``1..R``), ``inv_sigma0``, ``depth``.
+      shared: ``counts`` (flat planar counts, ``DataTree.planar_counts(R)``),
+        ``weights`` and ``diameters`` [2, R+1] (edge weights, cell diameters per metric).
+      token: runtime-true flag (``frontier.barrier``).
+
+    Returns:
+      dict of ``size``, ``visited``, ``leaves``, ``depth``, tree W1 values, ``points``
+      [M, d] and ``weights`` [M] (``M = 2^R`` leaves in planar order, or the synthetic
+      points with uniform placement).
+    """
+    R, P, d = static.max_depth, static.piece, static.dim
+    split = RULES[static.rule]
+    counts = shared["counts"]
+    depth = params["depth"]
+    n = counts[0]
+    m = root_mass(key, n, params["inv_sigma0"])
+    inv_n, inv_m = 1.0 / n.astype(jnp.float32), 1.0 / m.astype(jnp.float32)
+    scratch = max(1 << R, 2 * P)  # writes of masked replicates land past the levels
+    a = jnp.zeros(scratch + 2 * P, jnp.int32).at[0].set(m)
+
+    def level(j, src, dst, carry):
+        w1, active = carry
+        live = j < depth
+        width = jnp.left_shift(1, j)
+        base = 2 * width - 1  # planar offset of level j + 1 in the flat counts
+        inv = params["inv_sigma"][jnp.minimum(j, R - 1)]
+
+        def piece(i, inner):
+            dst, term, active = inner
+            start = i * P
+            index = start + jnp.arange(P, dtype=jnp.int32)
+            valid = live & (index < width)
+            parent = jax.lax.dynamic_slice_in_dim(src, start, P)
+            c0 = jax.lax.dynamic_slice_in_dim(counts, base + start, P)
+            c1 = jax.lax.dynamic_slice_in_dim(counts, base + width + start, P)
+            w0, w1_ = K.draw(key, K.EXPAND, j, K.bit_reverse(index.astype(jnp.uint32)))
+            a0, s0 = noise.noisy_count(w0, c0, inv)
+            a1, s1 = noise.noisy_count(w1_, c1, inv)
+            m0, _ = split(parent, a0, a1, s0, s1, noise.coin(w0))
+            m0 = jnp.where(valid, frontier.barrier(m0, token), 0)
+            m1 = jnp.where(valid, parent - m0, 0)
+            gap = jnp.abs(c0 * inv_n - m0 * inv_m) + jnp.abs(c1 * inv_n - m1 * inv_m)
+            term = term + jnp.sum(jnp.where(valid, gap, 0.0))
+            active = active + jnp.sum(valid & (parent > 0), dtype=jnp.int32)
+            dst = jax.lax.dynamic_update_slice_in_dim(dst, m0, jnp.where(live, start, scratch), 0)
+            dst = jax.lax.dynamic_update_slice_in_dim(
+                dst, m1, jnp.where(live, width + start, scratch), 0
+            )
+            return dst, term, active
+
+        n_pieces = frontier.pieces(jnp.where(live, width, 0), P)
+        dst, term, active = jax.lax.fori_loop(0, n_pieces, piece, (dst, jnp.float32(0.0), active))
+        return dst, (w1 + shared["weights"][:, jnp.minimum(j + 1, R)] * term, active)
+
+    a, b, (w1, active) = frontier.level_pairs(
+        R, level, a, jnp.zeros_like(a), (jnp.zeros(2, jnp.float32), jnp.int32(0))
+    )
+    index = jnp.arange(1 << R, dtype=jnp.int32)
+    leaf_mass = frontier.final(a, b, depth)[: 1 << R]
+    leaf_mass = jnp.where(index < jnp.left_shift(1, depth), leaf_mass, 0)
+    if static.rule == "zero_respecting":
+        visited = 1 + 2 * active
+    else:
+        visited = jnp.left_shift(2, depth) - 1
+    out = {
+        "size": m, "visited": visited, "leaves": jnp.sum(leaf_mass > 0, dtype=jnp.int32),
+        "depth": depth, **_w1_outputs(w1, depth, shared["diameters"]),
+    }
+    lower = planar_lower(index, depth, d, R)
+    side = cell_side(depth, d)
+    if static.points:
+        out["points"], out["weights"] = uniform_points(key, leaf_mass, lower, side, static.points)
+    else:
+        out["points"], out["weights"] = lower + 0.5 * side, leaf_mass * inv_m
+    return out
+
+
+def sparse_kernel(static: SparseStatic, key, params, shared, token):
+    """One replicate of Pruned-PMM on the pruned frontier (SPEC §3, sparse form).
+
+    Level by level, every active node (mass > 0) is split: its two children's true counts
+    come from the data tree in O(1) (``descent.child_boundary``), their noise from its
+    expansion block, and the zero-respecting rule (seed 001 Algorithm 2) divides its mass.
+    Active nodes never outnumber the root mass, so ``capacity ≥ m`` makes overflow
+    impossible.  Nodes of mass 1 (*units*) always keep exactly one child, so they live in
+    a pool of their own and are stepped in place (``frontier.descend``); nodes of mass
+    ≥ 2 are expanded and compacted (``frontier.expand``), and a child of mass 1 joins the
+    pool.  Deep levels are almost all units, so most of the work is in-place.
+
+    Args:
+      static: ``SparseStatic``.
+      key: raw replicate key [2].
+      params: ``inv_sigma`` [R], ``inv_sigma0``, ``depth`` (traced, ``≤ R``).
+      shared: ``tree`` (``DeviceTree``), ``weights`` and ``diameters`` [2, R+1].
+      token: runtime-true flag.
+
+    Returns:
+      dict of ``size``, ``visited`` ``1 + 2 Σ_{j<r} |A_j|``, ``leaves`` ``|A_r|``,
+      ``depth``, tree W1 values, ``points`` [K, d] and ``weights`` [K].
+    """
+    R, cap, P, d = static.max_depth, static.capacity, static.piece, static.dim
+    tree = shared["tree"]
+    depth = params["depth"]
+    n = tree.n
+    m = root_mass(key, jnp.int32(n), params["inv_sigma0"])
+    inv_n, inv_m = jnp.float32(1.0 / n), 1.0 / m.astype(jnp.float32)
+    root = frontier.root(key, n, R, m[None])
+    branch_cap = cap // 2 + 1  # nodes of mass ≥ 2
+    units = frontier.allocate(root, cap + branch_cap + 2 * P)
+    a = frontier.allocate(root, branch_cap + 2 * P)
+    a, units = jax.lax.cond(  # the root is a unit when m = 1
+        m == 1,
+        lambda: (a, frontier.write(units, 0, root)),
+        lambda: (frontier.write(a, 0, root), units),
+    )
+
+    def boundary(lo, hi, level):
+        return child_boundary(tree, lo, hi, level)
+
+    def split(mass, counts0, counts1, w0, w1_, inv):
+        a0, s0 = noise.noisy_count(w0, counts0, inv)
+        a1, s1 = noise.noisy_count(w1_, counts1, inv)
+        m0, _ = zero_respecting_split(mass, a0, a1, s0, s1, noise.coin(w0))
+        return frontier.barrier(m0, token)
+
+    def unit_piece(j, live, inv, n_units):
+        row = j // K.LEVELS_PER_CHUNK
+
+        def piece(i, state):
+            units, gap, dead = state
+            start = i * P
+            old = frontier.read((units.lo, units.hi, units.key0, units.key1), start, P)
+            old += (jax.lax.dynamic_slice(units.path, (row, start), (1, P))[0],)
+            # read once into fresh arrays, so the in-place writes below alias nothing
+            old = frontier.barrier(old, token)
+            lo, hi, k0, k1, word = old
+            valid = live & (start + jnp.arange(P) < n_units)
+            p = boundary(lo, hi, j)
+            w0, w1_ = K.draw((k0, k1), K.EXPAND, j, word)
+            bit = 1 - split(jnp.ones_like(lo), p - lo, hi - p, w0, w1_, inv)
+            (k0, k1), word = frontier.child_keys((k0, k1), word, j, bit)
+            new = (jnp.where(bit == 1, p, lo), jnp.where(bit == 1, hi, p), k0, k1, word)
+            new = tuple(jnp.where(valid, x, y) for x, y in zip(new, old))
+            kept = jnp.where(bit == 1, hi - p, p - lo) * inv_n
+            gap = gap + jnp.sum(jnp.where(valid, jnp.abs(kept - inv_m), 0.0))
+            dead = dead + jnp.sum(jnp.where(valid, (hi - lo) * inv_n - kept, 0.0))
+            lo, hi, k0, k1 = frontier.write(
+                (units.lo, units.hi, units.key0, units.key1), start, new[:4]
+            )
+            path = jax.lax.dynamic_update_slice(units.path, new[4][None], (row, start))
+            units = units._replace(lo=lo, hi=hi, key0=k0, key1=k1, path=path)
+            return units, gap, dead
+
+        return piece
+
+    def level(j, src, dst, carry):
+        units, n_branch, n_units, w1, dead, visited = carry
+        live = j < depth
+        inv = params["inv_sigma"][jnp.minimum(j, R - 1)]
+        units, gap, dead = jax.lax.fori_loop(
+            0, frontier.pieces(jnp.where(live, n_units, 0), P),
+            unit_piece(j, live, inv, n_units), (units, jnp.float32(0.0), dead),
+        )
+
+        def branch_piece(i, state):
+            dst, units, written, born, gap, dead = state
+            start = i * P
+            parents = frontier.read(src, start, P)
+            valid = live & (start + jnp.arange(P) < n_branch)
+            children, counts, (w0, w1_) = frontier.expand(parents, j, boundary)
+            mass = parents.extra
+            m0 = split(mass, counts[:P], counts[P:], w0, w1_, inv)
+            child_mass = jnp.concatenate([m0, mass - m0])
+            both = jnp.concatenate([valid, valid])
+            data = counts * inv_n
+            alive = both & (child_mass > 0)
+            gap = gap + jnp.sum(jnp.where(alive, jnp.abs(data - child_mass * inv_m), 0.0))
+            dead = dead + jnp.sum(jnp.where(both & ~alive, data, 0.0))
+            children = children._replace(extra=child_mass)
+            kept, block = frontier.compact(alive & (child_mass >= 2), children)
+            dst = frontier.write(dst, jnp.where(live, written, branch_cap), block)
+            new, block = frontier.compact(alive & (child_mass == 1), children)
+            units = frontier.write(units, jnp.where(live, n_units + born, cap + branch_cap), block)
+            return dst, units, written + kept, born + new, gap, dead
+
+        dst, units, written, born, gap, dead = jax.lax.fori_loop(
+            0, frontier.pieces(jnp.where(live, n_branch, 0), P), branch_piece,
+            (dst, units, jnp.int32(0), jnp.int32(0), gap, dead),
+        )
+        weights = shared["weights"][:, jnp.minimum(j + 1, R)]
+        w1 = w1 + jnp.where(live, weights * (gap + dead), 0.0)
+        visited = visited + jnp.where(live, 2 * (n_branch + n_units), 0)
+        n_branch = jnp.where(live, written, n_branch)
+        n_units = jnp.where(live, n_units + born, n_units)
+        return dst, (units, n_branch, n_units, w1, dead, visited)
+
+    init = (units, (m > 1).astype(jnp.int32), (m == 1).astype(jnp.int32),
+            jnp.zeros(2, jnp.float32), jnp.float32(0.0), jnp.int32(1))
+    a, b, (units, n_branch, n_units, w1, _, visited) = frontier.level_pairs(
+        frontier.batch_max(depth), level, a, jax.tree_util.tree_map(jnp.zeros_like, a), init
+    )
+    leaves = frontier.write(units, n_units, frontier.final(a, b, depth))
+    leaves = jax.tree_util.tree_map(lambda x: x[..., :cap], leaves)
+    count = n_units + n_branch
+    slot = jnp.arange(cap)
+    mass = jnp.where(slot < count, jnp.where(slot < n_units, 1, leaves.extra), 0)
+    out = {
+        "size": m, "visited": visited, "leaves": count, "depth": depth,
+        **_w1_outputs(w1, depth, shared["diameters"]),
+    }
+    side = cell_side(depth, d)
+    lower = frontier.lower_corners(leaves.path, depth, d)
+    if static.points:
+        out["points"], out["weights"] = uniform_points(key, mass, lower, side, static.points)
+    else:
+        out["points"], out["weights"] = lower + 0.5 * side, mass * inv_m
+    return out

@@ -66,7 +66,7 @@ class Plan:
       atom_fields: per-atom fields besides ``points`` / ``weights`` (e.g. ``leaf_depth``).
       info: per-ε host arrays [E, ...] added to ``out.info``.
       order: optional ``order(static, key, params, shared) -> cost`` (a scalar).
-      retry: optional ``retry(static) -> static`` with more capacity, for ``overflow``.
+      retry: optional ``retry(static) -> static`` with twice the capacity, for ``overflow``.
       finish: optional host post-processing of the finished measure.
     """
 
@@ -175,7 +175,8 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         costs = _costs(plan.order, plan.static, grid_keys, grid_eps, params, plan.shared)
         order = jnp.asarray(np.argsort(np.asarray(costs), kind="stable"), jnp.int32)
         grid_keys, grid_eps = grid_keys[order], grid_eps[order]
-    out = _run_grid(plan, plan.static, fields, grid_keys, grid_eps, params, memory_bytes)
+    out = _run_grid(plan, plan.static, plan.bytes_per_replicate, fields, grid_keys, grid_eps,
+                    params, memory_bytes)
     if plan.retry is not None:
         out = _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out)
     if order is not None:
@@ -184,9 +185,9 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
 
 
-def _run_grid(plan, static, fields, grid_keys, grid_eps, params, memory_bytes) -> dict:
+def _run_grid(plan, static, per_replicate, fields, grid_keys, grid_eps, params,
+              memory_bytes) -> dict:
     total = grid_keys.shape[0]
-    per_replicate = plan.bytes_per_replicate if static is plan.static else plan.bytes_per_replicate * 2
     size = chunk_size(per_replicate, total, memory_bytes)
     token = jnp.bool_(True)
     parts = []
@@ -200,13 +201,14 @@ def _run_grid(plan, static, fields, grid_keys, grid_eps, params, memory_bytes) -
 
 def _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out) -> dict:
     """Rerun replicates that overflowed their capacity with the plan's retry options."""
-    static = plan.static
+    static, per_replicate = plan.static, plan.bytes_per_replicate
     while True:
         bad = np.flatnonzero(np.asarray(out["overflow"]))
         if bad.size == 0:
             return out
-        static = plan.retry(static)
-        redo = _run_grid(plan, static, fields, grid_keys[bad], grid_eps[bad], params, memory_bytes)
+        static, per_replicate = plan.retry(static), 2 * per_replicate
+        redo = _run_grid(plan, static, per_replicate, fields, grid_keys[bad], grid_eps[bad],
+                         params, memory_bytes)
         width = max(out["weights"].shape[1], redo["weights"].shape[1]) if "weights" in out else 0
         merged = {}
         for k in fields:

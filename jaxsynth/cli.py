@@ -53,6 +53,9 @@ def _names(text: str) -> list[str]:
 def _parser() -> _Parser:
     parser = _Parser(prog="jaxsynth", description="Private synthetic data on dyadic partitions: "
                      "Monte Carlo sweeps with W1, rate fits, a demo.")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="do not use the persistent compilation cache (~/.cache/jaxsynth/xla; "
+                        "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the built-in example sweep (about a minute on a CPU)")
@@ -101,14 +104,9 @@ def _parser() -> _Parser:
 
 def _read_tables(files) -> pd.DataFrame:
     """Concatenate sweep files (e.g. the per-host parts of one sweep); units must not repeat."""
-    from jaxsynth.simulate import KEY_COLUMNS, read_table
+    from jaxsynth.experiments.store import KEY_COLUMNS, readable
 
-    frames = []
-    for name in files:
-        if not Path(name).is_file():
-            raise ValueError(f"file {name} not found")
-        frames.append(read_table(name))
-    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat([readable(name) for name in files], ignore_index=True)
     keys = [c for c in KEY_COLUMNS if c in df]
     if len(keys) == len(KEY_COLUMNS) and df.duplicated(keys).any():
         raise ValueError(f"the files repeat {int(df.duplicated(keys).sum())} replicate(s) "
@@ -122,7 +120,7 @@ def _means(df: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) -> None:
-    from jaxsynth.rates import estimate_rate
+    from jaxsynth.experiments.rates import estimate_rate
 
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         print(f"mean {metric} per cell:")
@@ -133,14 +131,14 @@ def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) 
         print(f"\nslope of log E {metric} against log(eps n) ({level:.0%} bootstrap interval):")
         print(rates[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if plot:
-        from jaxsynth.plots import rate_plot
+        from jaxsynth.experiments.plots import rate_plot
 
         rate_plot(df, metric=metric, by=by, rates=rates, path=plot)
         print(f"\nwrote {plot}")
 
 
 def _demo(args) -> None:
-    from jaxsynth.simulate import simulate
+    from jaxsynth.experiments.sweep import simulate
 
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -157,14 +155,13 @@ def _demo(args) -> None:
 
 
 def _simulate(args) -> None:
-    from jaxsynth import batching
-    from jaxsynth.simulate import mechanism, simulate
+    from jaxsynth.experiments.sweep import simulate
+    from jaxsynth.mechanisms.registry import mechanism
 
     mechs = [mechanism(name, depth=args.depth) for name in args.mechanism]
     options = {k: v for k, v in (("d", args.d), ("k", args.k)) if v is not None}
     data = [(name, options) if options else name for name in args.data]
-    memory = (batching.DEFAULT_MEMORY_BYTES if args.memory_mb is None
-              else int(args.memory_mb * 2**20))
+    memory = None if args.memory_mb is None else int(args.memory_mb * 2**20)
     df = simulate(mechs, data, eps=args.eps, seeds=args.seeds, metrics=args.metric,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
                   progress=not args.quiet, ground=args.ground, data_key=args.data_key,
@@ -183,6 +180,10 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, or 2 for wrong arguments)."""
     try:
         args = _parser().parse_args(argv)
+        if not args.no_cache:
+            from jaxsynth.compilation import enable_compilation_cache
+
+            enable_compilation_cache()
         {"demo": _demo, "simulate": _simulate, "rate": _rate}[args.command](args)
     except (_UsageError, ValueError) as exc:
         message = " ".join(str(exc).split())

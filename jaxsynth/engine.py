@@ -11,6 +11,8 @@ data tree).  ``run`` executes a plan for any number of replicate keys:
   chunk padded, so a plan compiles once per ``C`` — a new ε list or seed count reuses it;
 * the kernel is jitted at this one boundary (``_run_chunk``, a module-level function whose
   static arguments are the kernel and its options), so compilations are cached by JAX;
+* with several devices, each chunk's replicates are sharded over them (a one-axis mesh;
+  jit partitions the vmapped kernel, computation following the data);
 * results stay on the device; ``release`` wraps them in one ``SyntheticMeasure``.
 
 A plan may give an ``order`` function, a cheap per-replicate cost (e.g. the depth Adaptive
@@ -30,6 +32,7 @@ from typing import Any, Callable, Hashable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.core.frontier import REPLICATES
 from jaxsynth.core.measure import SyntheticMeasure
@@ -150,7 +153,8 @@ def _pad_atoms(a, size: int):
     return jnp.pad(a, [(0, 0), (0, size - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
 
 
-def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None) -> dict:
+def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None,
+        devices=None, chunk: int | None = None) -> dict:
     """Release every (ε, key) replicate of ``plan``; results stay on the device.
 
     Args:
@@ -158,11 +162,14 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
       keys: [S, 2] raw replicate keys (``keys.replicate_keys``).
       atoms: keep the released atoms (``False``: scalars and diagnostics only).
       memory_bytes: working memory of one chunk (default: ``device_memory()``).
+      devices: devices to shard each chunk over (default: the default device).
+      chunk: replicates per chunk (default: ``chunk_size`` of the grid).
 
     Returns:
       dict of arrays with leading axes [E, S].
     """
     keys = jnp.asarray(keys, jnp.uint32)
+    devices = list(devices) if devices else [jax.devices()[0]]
     E, S = len(plan.eps), keys.shape[0]
     total = E * S
     memory_bytes = device_memory() if memory_bytes is None else memory_bytes
@@ -175,43 +182,49 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         costs = _costs(plan.order, plan.static, grid_keys, grid_eps, params, plan.shared)
         order = jnp.asarray(np.argsort(np.asarray(costs), kind="stable"), jnp.int32)
         grid_keys, grid_eps = grid_keys[order], grid_eps[order]
-    out = _run_grid(plan, plan.static, plan.bytes_per_replicate, fields, grid_keys, grid_eps,
-                    params, memory_bytes)
+    size = chunk or chunk_size(plan.bytes_per_replicate, total, memory_bytes)
+    runner = functools.partial(_run_grid, plan, fields=fields, params=params, devices=devices)
+    out = runner(plan.static, grid_keys, grid_eps, size)
     if plan.retry is not None:
-        out = _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out)
+        out = _rerun_overflows(plan, runner, grid_keys, grid_eps, size, out)
     if order is not None:
         inverse = jnp.zeros_like(order).at[order].set(jnp.arange(total, dtype=jnp.int32))
         out = {k: v[inverse] for k, v in out.items()}
     return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
 
 
-def _run_grid(plan, static, per_replicate, fields, grid_keys, grid_eps, params,
-              memory_bytes) -> dict:
+def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices) -> dict:
+    """Run the grid in chunks of ``size`` replicates (the last one padded)."""
     total = grid_keys.shape[0]
-    size = chunk_size(per_replicate, total, memory_bytes)
+    size = -(-size // len(devices)) * len(devices)
     token = jnp.bool_(True)
+    place = None
+    if len(devices) > 1:
+        place = NamedSharding(Mesh(np.array(devices), (REPLICATES,)), PartitionSpec(REPLICATES))
     parts = []
     for start in range(0, total, size):
         index = jnp.minimum(jnp.arange(start, start + size), total - 1)
+        chunk_keys, chunk_eps = grid_keys[index], grid_eps[index]
+        if place is not None:
+            chunk_keys, chunk_eps = jax.device_put((chunk_keys, chunk_eps), place)
         parts.append(_run_chunk(
-            plan.kernel, static, fields, grid_keys[index], grid_eps[index], params, plan.shared, token
+            plan.kernel, static, fields, chunk_keys, chunk_eps, params, plan.shared, token
         ))
     return {k: jnp.concatenate([p[k] for p in parts])[:total] for k in fields}
 
 
-def _rerun_overflows(plan, fields, grid_keys, grid_eps, params, memory_bytes, out) -> dict:
+def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, out) -> dict:
     """Rerun replicates that overflowed their capacity with the plan's retry options."""
-    static, per_replicate = plan.static, plan.bytes_per_replicate
+    static = plan.static
     while True:
         bad = np.flatnonzero(np.asarray(out["overflow"]))
         if bad.size == 0:
             return out
-        static, per_replicate = plan.retry(static), 2 * per_replicate
-        redo = _run_grid(plan, static, per_replicate, fields, grid_keys[bad], grid_eps[bad],
-                         params, memory_bytes)
+        static, size = plan.retry(static), max(1, size // 2)  # twice the capacity
+        redo = runner(static, grid_keys[bad], grid_eps[bad], size)
         width = max(out["weights"].shape[1], redo["weights"].shape[1]) if "weights" in out else 0
         merged = {}
-        for k in fields:
+        for k in out:
             old, new = out[k], redo[k]
             if k in ATOMS + plan.atom_fields:
                 old, new = _pad_atoms(old, width), _pad_atoms(new, width)

@@ -40,6 +40,13 @@ REPLICATES = "replicates"
 """Name of the engine's vmap axis over replicates."""
 
 
+def capacity_bucket(size: int) -> int:
+    """Round a capacity up to at most 1/8 slack on a coarse grid (few distinct shapes)."""
+    size = max(int(size), 8)
+    step = 1 << max(0, size.bit_length() - 4)
+    return -(-size // step) * step
+
+
 def batch_max(x):
     """Maximum of ``x`` over the replicates of the running batch (unbatched result)."""
     return jax.lax.pmax(x, REPLICATES)

@@ -25,7 +25,8 @@ Tags (``c0 >> 5``):
 * ``POINT + t``: words ``2t, 2t+1`` of the uniform position of synthetic point ``i``
   (counter ``c1 = i``) of the PMM family;
 * ``SELECT``: the Gumbel word of candidate ``a`` (``c1 = a``) of Adaptive Pruned-PMM;
-* ``SHIFT``: words of the public shift ``U`` of shifted PrivTree (``c1 = ⌊c/2⌋``).
+* ``SHIFT``: words of the public shift ``U`` of shifted PrivTree (``c1 = ⌊c/2⌋``);
+* ``MAIN``: the key of Adaptive Pruned-PMM's synthesis run (the block's two words).
 
 How a word becomes a variate is in ``jaxsynth.core.noise``.  Everything here is
 elementwise ``uint32`` arithmetic, which XLA compiles fast and vectorises.
@@ -37,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-EXPAND, ROOT, LEAF, CHUNK, SELECT, SHIFT = 1, 2, 3, 4, 5, 6
+EXPAND, ROOT, LEAF, CHUNK, SELECT, SHIFT, MAIN = 1, 2, 3, 4, 5, 6, 7
 PLACE = 16
 """First tag of a PrivTree leaf's placement words (``PLACE + t``, ``t < 8``)."""
 POINT = 32

@@ -1,0 +1,7 @@
+"""Mechanisms: frozen configs whose ``plan(tree, eps)`` the engine runs (SPEC §2–§6).
+
+``pmm`` (PMM, Pruned-PMM) and ``pmm_kernels``; ``adaptive`` (Adaptive Pruned-PMM);
+``privtree`` and ``privtree_kernel`` (PrivTree, shifted PrivTree); ``oracle`` (non-private
+threshold partitions and oracle measures); ``schedules`` (noise schedules, accounting);
+``registry`` (command-line names).
+"""

@@ -18,7 +18,7 @@ import numpy as np
 from jaxsynth import engine
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.frontier import path_words
+from jaxsynth.core.frontier import capacity_bucket, path_words
 from jaxsynth.core.noise import SATURATION
 from jaxsynth.core.validate import check_choice, check_positive_int, check_positive_number
 from jaxsynth.mechanisms import pmm_kernels, schedules
@@ -36,13 +36,6 @@ PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 256, "defaul
 def piece_size(kind: str) -> int:
     table = PIECES[kind]
     return table.get(jax.devices()[0].platform, table["default"])
-
-
-def capacity_bucket(size: int) -> int:
-    """Round a capacity up to at most 1/8 slack on a coarse grid (few distinct shapes)."""
-    size = max(int(size), 8)
-    step = 1 << max(0, size.bit_length() - 4)
-    return -(-size // step) * step
 
 
 def metric_tables(depth: int, d: int) -> dict:

@@ -86,7 +86,7 @@ from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.frontier import path_words
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
-from jaxsynth.mechanisms.pmm import capacity_bucket, metric_tables, piece_size
+from jaxsynth.mechanisms.pmm import metric_tables, piece_size
 from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 
@@ -323,11 +323,12 @@ class PrivTree:
         )
 
     def _initial_capacity(self, tree: DataTree, eps, caps) -> int:
-        """Twice ``1.25 E + 6√E + 32`` reached cells, ``E`` the exact expected leaf count."""
+        """Twice ``1.25 E + 6√E + 32`` reached cells up to a power of two (``E``: exact expected leaves)."""
         if self.shift:  # the unshifted expectation, from a data tree built for it
             tree = tree if tree.depth >= caps.max() else DataTree.build(tree.points, int(caps.max()))
         mean = max(expected_leaves(tree, float(e), int(c)) for e, c in zip(eps, caps))
-        need = capacity_bucket(math.ceil(2 * (1.25 * mean + 6.0 * math.sqrt(mean) + 32.0)))
+        need = math.ceil(2 * (1.25 * mean + 6.0 * math.sqrt(mean) + 32.0))
+        need = 1 << (need - 1).bit_length()  # powers of two: nearby ε share a compilation
         return int(min(need, 2 ** min(int(caps.max()) + 1, 40)))
 
     def _retry(self, static: TreeStatic) -> TreeStatic:

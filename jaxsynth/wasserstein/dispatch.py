@@ -6,7 +6,7 @@ returns NumPy float64 of shape ``out.batch_shape``:
 - ``"tree"``: exact W1 in the partition's tree metric (``tree.tree_w1``);
 - ``"tree_upper"``: certified upper bound on W1, tree W1 + within-leaf term;
 - ``"bracket"``: ``(lower, upper)``, 1-D projection lower bound and tree upper bound
-  (``bracket.bracket``);
+  (``bounds.bracket``);
 - ``"exact1d"``: exact W1 for ``d = 1`` (``exact1d.w1_exact1d``);
 - ``"sinkhorn"``: certified entropic estimate (``sinkhorn.w1_sinkhorn``), one solve per
   replicate in a host loop, each shape compiled once.
@@ -18,35 +18,21 @@ Sweeps reuse the data preparation: pass ``prepare_w1(X, depth)`` (a ``TreeData``
 cut to their depth; a shallower one (PrivTree with the shift sorts per seed) is prepared
 again from its points.
 
-Names: after ``import jaxsynth.w1``, ``jaxsynth.w1.bracket`` is the function; import the
-module's helpers with ``from jaxsynth.w1.bracket import ...``.
+``js.w1`` is this module's ``w1``; the package ``jaxsynth.wasserstein`` holds one module
+per method (``tree``, ``bounds``, ``exact1d``, ``sinkhorn``), none named like a function.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from jaxsynth.w1 import tree as _tree
-from jaxsynth.w1.bracket import bracket, check_valid, projection_lower, tree_upper
-from jaxsynth.w1.exact1d import w1_exact1d, wasserstein_1d
-from jaxsynth.w1.tree import TreeData, TreeW1, tree_w1
-from jaxsynth.w1.tree import prepare as prepare_w1
+from jaxsynth.wasserstein import tree as _tree
+from jaxsynth.wasserstein.bounds import bracket, check_valid, tree_upper
+from jaxsynth.wasserstein.exact1d import w1_exact1d
+from jaxsynth.wasserstein.tree import TreeData, tree_w1
+from jaxsynth.wasserstein.tree import prepare as prepare_w1
 
-__all__ = [
-    "METHODS",
-    "METRICS",
-    "TreeData",
-    "TreeW1",
-    "bracket",
-    "prepare_w1",
-    "projection_lower",
-    "tree_upper",
-    "tree_w1",
-    "w1",
-    "w1_exact1d",
-    "w1_sinkhorn",
-    "wasserstein_1d",
-]
+__all__ = ["METHODS", "METRICS", "w1"]
 
 METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
 METRICS = ("linf", "l2")
@@ -57,15 +43,6 @@ _OPTIONS = {
     "bracket": {"batch_size", "n_directions", "seed"},
     "exact1d": set(),
 }
-
-
-def __getattr__(name):
-    # ott-jax is imported only when Sinkhorn is used (it is slow to import).
-    if name == "w1_sinkhorn":
-        from jaxsynth.w1.sinkhorn import w1_sinkhorn
-
-        return w1_sinkhorn
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_data(X, out):
@@ -133,7 +110,7 @@ def _sinkhorn(X, out, metric, options):
     """One certified Sinkhorn solve per replicate (host loop; shapes reuse compilations)."""
     import jax
 
-    from jaxsynth.w1.sinkhorn import w1_sinkhorn
+    from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
     points, weights, _, _ = _tree.check_measure(out, X.shape[1])
     key = options.pop("key", None)

@@ -22,7 +22,7 @@ leaf of ``T`` that contains it.
 **Which cells are leaves.**  The measure's atoms define the tree:
 
 * Zero-weight padding: an atom of weight 0 whose cell strictly contains another atom's
-  cell is ignored (``batching.pad_atoms`` pads with ``leaf_depth = 0``, the root cell,
+  cell is ignored (engines pad with zero-weight atoms at ``leaf_depth = 0``, the root cell,
   which contains every cell).  All other atoms, zero weight included, are *kept*: a
   PrivTree leaf with zero released mass is still a leaf.  Containment is detected from
   Morton neighbours (a block of equal cells bordering a deeper atom inside the cell);
@@ -112,11 +112,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsynth import partition
-from jaxsynth._validate import check_data, check_positive_int
-from jaxsynth.batching import capacity_bucket
-from jaxsynth.datatree import DataTree
-from jaxsynth.measure import SyntheticMeasure
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.partition import morton_words_of_sum
+from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = [
     "TreeData",
@@ -124,7 +125,6 @@ __all__ = [
     "check_measure",
     "data_points",
     "metric_tables",
-    "morton_words_of_sum",
     "prepare",
     "tree_w1",
 ]
@@ -194,7 +194,7 @@ def _check_depth(depth, d: int) -> int:
 def _unique_codes(words: np.ndarray, size: int | None = None):
     """Sorted distinct rows of ``words`` [n, W] and their multiplicities.
 
-    Padded to ``size`` rows (default: ``batching.capacity_bucket`` of the distinct count,
+    Padded to ``size`` rows (default: ``frontier.capacity_bucket`` of the distinct count,
     so data sets of similar size share a compilation) by repeating the last code with
     count 0; zero-count entries carry no mass and never change a cell's sums.
     """
@@ -228,7 +228,7 @@ def prepare(X, depth: int, size: int | None = None) -> TreeData:
       depth: code depth ``D ≥`` the deepest leaf of every measure it will be used with.
       size: pad the distinct codes to this many entries (e.g. ``n``, so that every data
         set of ``n`` points shares one compilation); default: the distinct count rounded
-        up by ``batching.capacity_bucket``.
+        up by ``frontier.capacity_bucket``.
 
     Returns:
       a ``TreeData`` to pass to ``tree_w1`` / ``bracket`` / ``js.w1`` instead of ``X``.
@@ -245,59 +245,6 @@ def prepare(X, depth: int, size: int | None = None) -> TreeData:
         raise ValueError(f"X has {X.shape[0]} points; at most 2^31 - 1 are supported")
     words, counts = _unique_codes(partition.morton_words(X, depth), size)
     return TreeData(X=X, depth=depth, words=words, counts=counts)
-
-
-def morton_words_of_sum(xp, x, u, depth: int, halve: bool):
-    """Exact Morton words of the real points ``z = (x + u) / 2^halve`` (SPEC §0 digits).
-
-    ``x + u`` is computed as ``s + e`` exactly (Knuth's TwoSum).  With ``g = s·2^k`` (an
-    exact scaling), ``⌊(s + e)·2^k⌋ = ⌊g⌋ + [g integer]·⌊e·2^k⌋``: if ``g`` is not an
-    integer, ``s`` has a bit below ``2^-k`` so its ulp is ``< 2^-k`` and
-    ``|e| ≤ ulp(s)/2`` cannot cross the integer nearest to ``g``.  Digits are taken
-    ``PIECE_BITS`` at a time as integers ``⌊z·2^k⌋ mod 2^PIECE_BITS`` (exact in float32),
-    then interleaved.  Coordinates with ``s + e ≥ 2^halve`` (``z_c ≥ 1``) get all ones,
-    like ``x = 1`` in SPEC §0.  Works for NumPy float64 on the host and JAX float32 on the
-    device alike.
-
-    Args:
-      xp: ``numpy`` or ``jax.numpy``.
-      x: [..., d] float points.
-      u: [d] (or broadcastable) shift, or 0.
-      depth: number of Morton bits.
-      halve: map ``x + u ∈ [0,2]^d`` to ``[0,1]^d`` (shifted partitions).
-
-    Returns:
-      tuple of ``W`` uint32 arrays [...], MSB-first, ``W = ceil(depth/32)``.
-    """
-    d, h = x.shape[-1], int(halve)
-    s = x + u
-    bb = s - x
-    e = (x - (s - bb)) + (u - bb)
-    full = (s > 2.0**h) | ((s == 2.0**h) & (e >= 0))
-    mask = xp.uint32(2**PIECE_BITS - 1)
-    pieces = {}
-
-    def piece(c, p):  # digits with exponents in (p·P - h, (p+1)·P - h], as an integer
-        if (c, p) not in pieces:
-            top = (p + 1) * PIECE_BITS - h
-            g = xp.ldexp(s[..., c], top)
-            floor_g = xp.floor(g)
-            high = xp.fmod(floor_g, 2.0**PIECE_BITS).astype(xp.uint32)
-            low = xp.mod(xp.floor(xp.ldexp(e[..., c], top)), 2.0**PIECE_BITS).astype(xp.uint32)
-            value = (high + xp.where(g == floor_g, low, xp.uint32(0))) & mask
-            pieces[c, p] = xp.where(full[..., c], mask, value)
-        return pieces[c, p]
-
-    words = []
-    for w in range(n_words(depth)):
-        word = xp.zeros(x.shape[:-1], xp.uint32)
-        for t in range(w * WORD_BITS, min(depth, (w + 1) * WORD_BITS)):
-            k = t // d + 1  # digit index of coordinate t mod d
-            p = (k - 1) // PIECE_BITS
-            bit = (piece(t % d, p) >> xp.uint32((p + 1) * PIECE_BITS - k)) & xp.uint32(1)
-            word = word | (bit << xp.uint32(WORD_BITS - 1 - t % WORD_BITS))
-        words.append(word)
-    return tuple(words)
 
 
 def _split_level(a, b):
@@ -562,7 +509,7 @@ def check_measure(out, d: int, name: str = "out"):
 def compact_atoms(points, weights, leaf_depth, keep):
     """Move the atoms marked ``keep`` [B, M] to the front and cut the padding.
 
-    The new atom count is ``batching.capacity_bucket`` of the largest kept count (so
+    The new atom count is ``frontier.capacity_bucket`` of the largest kept count (so
     sweeps see few distinct shapes); slots beyond a replicate's kept atoms repeat its
     first kept atom with weight 0.  Returns the arrays unchanged when nothing is saved.
     """
@@ -586,7 +533,7 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     """Drop zero-weight atoms when every replicate is balanced (SPEC §2–§4 outputs).
 
     A replicate is balanced here when its positive atoms share one depth ``r`` and its
-    zero-weight atoms sit at depth ``r`` or at the root (``batching.pad_atoms``).  Its
+    zero-weight atoms sit at depth ``r`` or at the root (engine padding).  Its
     tree is then the complete depth-``r`` tree whatever zero-weight atoms exist (root
     padding is ignored, depth-``r`` ones are empty leaves), so dropping them changes
     nothing but the work.  Unbalanced trees keep every atom: zero-mass leaves matter.

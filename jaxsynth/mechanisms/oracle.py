@@ -30,37 +30,21 @@ never overflows; the check still raises if it did.
 
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsynth import batching, partition
-from jaxsynth._validate import check_data, check_positive_int
-from jaxsynth.datatree import DataTree
-from jaxsynth.measure import SyntheticMeasure
-from jaxsynth.privtree import MAX_BISECTIONS, cell_boxes, grow, representatives
-from jaxsynth.w1.tree import morton_words_of_sum
+from jaxsynth import engine
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.validate import check_data, check_positive_int
+from jaxsynth.mechanisms.privtree import MAX_BISECTIONS, tree_plan
+from jaxsynth.mechanisms.privtree_kernel import TreeStatic
 
 ORACLE_ADJACENCY = "none (ORACLE: not private)"
-
-
-@functools.partial(jax.jit, static_argnames=("n_levels", "capacity"))
-def _threshold_tree(dev, theta, delta, cap, *, n_levels, capacity):
-    """Grow the deterministic threshold tree (counts ``> θ + kδ``, count units)."""
-
-    def split(counts, level, _noise_bits):
-        return counts.astype(jnp.float32) > theta + level.astype(jnp.float32) * delta
-
-    fr, cap_hits = grow(dev, jnp.zeros(2, jnp.uint32), split, cap, n_levels, capacity)
-    valid = jnp.arange(capacity) < fr.count
-    a, b = cell_boxes(fr.lower, fr.level, None)
-    points = jnp.where(valid[:, None], representatives(a, b, fr.keys, False), 0.0)
-    counts = jnp.where(valid, fr.hi - fr.lo, 0)
-    level = jnp.where(valid, fr.level, 0)
-    return points, counts, level, fr.count, fr.visited, cap_hits, fr.overflow
 
 
 def _leaf_capacity(n: int, theta_count: float, delta_count: float, cap: int) -> int:
@@ -84,28 +68,20 @@ def _threshold_measure(X, theta, delta, depth_cap, name) -> SyntheticMeasure:
     if cap > MAX_BISECTIONS * d:
         raise ValueError(f"depth_cap={cap} exceeds {MAX_BISECTIONS}·d = {MAX_BISECTIONS * d}")
     theta_count, delta_count = theta * n, delta * n
-    capacity = batching.capacity_bucket(_leaf_capacity(n, theta_count, delta_count, cap))
-    tree = DataTree.build(X, cap)
-    points, counts, level, leaves, visited, cap_hits, overflow = _threshold_tree(
-        tree.device, jnp.float32(theta_count), jnp.float32(delta_count), jnp.int32(cap),
-        n_levels=cap, capacity=capacity,
-    )
-    if bool(overflow):
-        raise ValueError(f"the oracle tree exceeded its leaf bound {capacity} (float rounding?)")
-    weights = counts.astype(jnp.float32) / n
-    return SyntheticMeasure(
-        points=points,
-        weights=weights,
-        leaf_depth=level,
-        size=jnp.sum(counts > 0).astype(jnp.int32),
-        visited=visited,
-        leaves=leaves,
-        depth=jnp.max(level),
-        budget={"epsilon": jnp.float32(jnp.inf)},
-        info={"cap_hits": cap_hits, "depth_cap": jnp.int32(cap)},
-        adjacency=ORACLE_ADJACENCY,
-        mechanism=name,
-    )
+    reached = 2 * _leaf_capacity(n, theta_count, delta_count, cap)  # cells = 2·leaves − 1
+    static = TreeStatic(capacity=capacity_bucket(reached), piece=64, max_depth=cap, dim=d,
+                        rule="threshold")
+    params = {"lam": np.ones(1, np.float32), "delta": np.asarray([delta_count], np.float32),
+              "leaf_scale": np.ones(1, np.float32), "theta": np.asarray([theta_count], np.float32),
+              "cap": np.asarray([cap], np.int32)}
+
+    def overflow(static):  # the bound is exact: only float rounding could break it
+        raise ValueError(f"the oracle tree exceeded its bound of {static.capacity} cells")
+
+    plan = tree_plan(name, static, params, DataTree.build(X, cap), [np.inf],
+                     budget={"epsilon": np.asarray([np.inf])}, adjacency=ORACLE_ADJACENCY,
+                     retry=overflow, info={"depth_cap": np.asarray([cap], np.int32)})
+    return engine.release(plan, jnp.zeros((1, 2), jnp.uint32))[0, 0]
 
 
 def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMeasure:
@@ -164,7 +140,7 @@ def leaf_masses(X, tree: SyntheticMeasure) -> np.ndarray:
 
     Each atom names the level-``leaf_depth`` cell that contains it (of the partition
     shifted by ``−U`` when ``tree.info`` has ``"shift"``; digits computed exactly,
-    ``jaxsynth.w1.tree.morton_words_of_sum``).  Atoms whose cell strictly contains another
+    ``partition.morton_words_of_sum``).  Atoms whose cell strictly contains another
     atom's cell of the same replicate are padding and get mass 0 (the convention of the
     tree W1).  Host NumPy, one pass per distinct leaf depth, vectorised over replicates
     (with a shift the data codes are computed per replicate).
@@ -194,10 +170,10 @@ def leaf_masses(X, tree: SyntheticMeasure) -> np.ndarray:
     else:
         shift = np.asarray(shift, np.float64).reshape(-1, 1, d)
         data = np.stack([
-            np.stack(morton_words_of_sum(np, X, u, code_depth, True), axis=-1) for u in shift
+            np.stack(partition.morton_words_of_sum(np, X, u, code_depth, True), axis=-1) for u in shift
         ]).reshape(n_rep * n, -1)
         data = np.concatenate([np.repeat(np.arange(n_rep, dtype=np.uint32), n)[:, None], data], 1)
-        atoms = np.stack(morton_words_of_sum(np, points, shift, code_depth, True), axis=-1)
+        atoms = np.stack(partition.morton_words_of_sum(np, points, shift, code_depth, True), axis=-1)
         atoms = atoms.reshape(n_rep * size, -1)
     flat_depth = depth.reshape(-1)
     counts = np.zeros(flat_depth.size, np.int64)

@@ -72,32 +72,34 @@ worse.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import numbers
+import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from jaxsynth import batching
-from jaxsynth import keys as K
-from jaxsynth._validate import check_epsilon, check_fraction
-from jaxsynth.datatree import DataTree
-from jaxsynth.measure import SyntheticMeasure
-from jaxsynth.noise import (
-    MAX_DISCRETE_SCALE,
-    exponential_mechanism,
-    exponential_mechanism_probabilities,
+from jaxsynth import engine
+from jaxsynth.core import keys as K
+from jaxsynth.core import noise
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.frontier import capacity_bucket, path_words
+from jaxsynth.core.validate import (
+    check_choice,
+    check_epsilon,
+    check_fraction,
+    check_positive_number,
 )
-from jaxsynth.pmm import PLACEMENTS, root_capacity, sparse_chunk
-from jaxsynth.pmm_sparse import sparse_pruned_pmm
+from jaxsynth.mechanisms import pmm_kernels
+from jaxsynth.mechanisms.pmm import (
+    PLACEMENTS,
+    ROOT_NOISE_BOUND,
+    metric_tables,
+    piece_size,
+)
 
 CANDIDATE_SETS = ("standard", "enlarged")
-SELECTION_TAG = 0x5E1EC7ED
-"""Tag of the selection draw: ``fold_in(replicate_key, SELECTION_TAG)``."""
-MAIN_TAG = 0xA11C0DE5
-"""Tag of the synthesis run: Pruned-PMM gets ``fold_in(replicate_key, MAIN_TAG)``."""
+DEPTH_BUCKET = 32
+"""Scale vectors are padded to a multiple of 32 levels, so nearby ε share a compilation."""
 _FLOOR_SLACK = 1e-9
 """``⌊v⌋`` is taken as ``⌊v + 1e-9⌋`` so float64 rounding never drops an exact integer."""
 
@@ -231,7 +233,7 @@ def select_candidate(key, gaps, sensitivity, eps_sel):
     """The exponential-mechanism draw of one replicate (seed 001 §B.2, Algorithm 3).
 
     Args:
-      key: raw replicate key [2]; the draw uses ``fold_in(key, SELECTION_TAG)``.
+      key: raw replicate key [2]; candidate ``a`` races with its ``SELECT`` word ``a``.
       gaps: [A] score gaps ``B_a − min_b B_b`` (``+inf`` for inactive candidates); the
         mechanism is shift invariant and gaps keep float32 exact where it matters.
       sensitivity: ``Δ``.
@@ -240,54 +242,67 @@ def select_candidate(key, gaps, sensitivity, eps_sel):
     Returns:
       int32 candidate index, ``P(a) ∝ exp(−ε_sel·gap_a/(2Δ))``.
     """
-    return exponential_mechanism(K.fold_in(key, SELECTION_TAG), gaps, eps_sel, sensitivity)
+    words, _ = K.draw(key, K.SELECT, 0, jnp.arange(gaps.shape[-1], dtype=jnp.uint32))
+    logits = noise.exponential_mechanism_logits(gaps, eps_sel, sensitivity)
+    return noise.gumbel_argmax(words, logits)
 
 
-def adaptive_replicate(key, gaps, sensitivity, eps_sel, sigmas, depths, sigma0, dev, *,
-                       capacity, uniform):
-    """One replicate: exponential-mechanism selection, then sparse Pruned-PMM.
+def _probabilities(gaps, eps_sel: float, sensitivity: float) -> np.ndarray:
+    """Exact selection probabilities ``∝ exp(−ε_sel·gap/(2Δ))`` (host float64; ``+inf`` → 0)."""
+    gaps = np.asarray(gaps, np.float64)
+    if sensitivity == 0:  # the scores cannot differ on neighbours: the first minimiser
+        return (np.arange(gaps.size) == np.argmin(gaps)).astype(np.float64)
+    logits = -eps_sel * gaps / (2.0 * sensitivity)
+    weights = np.exp(logits - np.max(logits))
+    return weights / weights.sum()
+
+
+def main_key(key):
+    """The key of the synthesis run, independent of the selection words (``keys.MAIN``)."""
+    return jnp.stack(K.draw(key, K.MAIN))
+
+
+def _selected_depth(static, key, params, shared):
+    selected = select_candidate(key, params["gaps"], params["sensitivity"], params["eps_sel"])
+    return params["depths"][selected]
+
+
+def adaptive_kernel(static: pmm_kernels.SparseStatic, key, params, shared, token):
+    """One replicate: exponential-mechanism selection, then sparse Pruned-PMM (Algorithm 3).
 
     Args:
-      key: raw replicate key [2]; selection uses ``fold_in(key, SELECTION_TAG)``, the
-        synthesis ``fold_in(key, MAIN_TAG)`` (independent streams).
-      gaps, sensitivity, eps_sel: as in ``select_candidate``.
-      sigmas: [A, R] candidate schedules padded to ``R``; depths: [A] int32 ``r_a ≤ R``.
-      sigma0: root scale ``1/ε_main``.
-      dev: the data tree on device (``DataTree.device``), at least ``R`` levels deep.
-      capacity, uniform: static options of ``sparse_pruned_pmm``.
+      static: ``pmm_kernels.SparseStatic`` of the synthesis run.
+      key: raw replicate key [2].
+      params: ``gaps`` [A], ``sensitivity``, ``eps_sel``, ``inv_sigmas`` [A, R] (candidate
+        schedules), ``depths`` [A], ``inv_sigma0`` (``ε_main``).
+      shared: as ``pmm_kernels.sparse_kernel``.
+      token: runtime-true flag.
 
     Returns:
-      points [K, d], weights [K], m, visited, leaves, selected index, selected depth.
+      ``sparse_kernel``'s outputs with the selected depth, plus ``selected``.
     """
-    selected = select_candidate(key, gaps, sensitivity, eps_sel)
-    depth = depths[selected]
-    outputs = sparse_pruned_pmm(
-        K.fold_in(key, MAIN_TAG), sigmas[selected], sigma0, depth, dev,
-        capacity=capacity, uniform=uniform,
-    )
-    return (*outputs, selected.astype(jnp.int32), depth)
+    selected = select_candidate(key, params["gaps"], params["sensitivity"], params["eps_sel"])
+    synthesis = {
+        "inv_sigma": params["inv_sigmas"][selected],
+        "inv_sigma0": params["inv_sigma0"],
+        "depth": params["depths"][selected],
+    }
+    out = pmm_kernels.sparse_kernel(static, main_key(key), synthesis, shared, token)
+    return {**out, "selected": selected}
 
 
-_probabilities = jax.jit(exponential_mechanism_probabilities)
-
-
-def _stack(selections) -> dict:
-    """Per-ε selection inputs stacked to [E, ...]; schedules padded to one length R."""
+def _stack(selections, R: int) -> dict:
+    """Per-ε selection inputs stacked to [E, ...]; schedules as inverse scales padded to ``R``."""
     cands = [sel["candidates"] for sel in selections]
-    R = max(c.sigmas.shape[1] for c in cands)
     out = {k: np.stack([sel[k] for sel in selections])
            for k in ("gaps", "sensitivity", "scores", "probabilities")}
-    out["sigmas"] = np.stack([
-        np.pad(c.sigmas, ((0, 0), (0, R - c.sigmas.shape[1])), constant_values=1.0) for c in cands
+    out["inv_sigmas"] = np.stack([
+        np.pad(1.0 / c.sigmas, ((0, 0), (0, R - c.sigmas.shape[1])), constant_values=1.0)
+        for c in cands
     ])
     out["depths"] = np.stack([c.depth for c in cands])
     out["s"] = np.stack([c.s for c in cands])
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel(uniform: bool, capacity: int):
-    return functools.partial(adaptive_replicate, uniform=uniform, capacity=capacity)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,14 +334,9 @@ class AdaptivePrunedPMM:
 
     def __post_init__(self):
         check_fraction(self.eps_sel, "eps_sel")
-        if self.candidates not in CANDIDATE_SETS:
-            raise ValueError(f"candidates must be one of {CANDIDATE_SETS}; got {self.candidates!r}")
-        if not isinstance(self.C, numbers.Real) or isinstance(self.C, bool) or not (
-            np.isfinite(self.C) and self.C > 0
-        ):
-            raise ValueError(f"C must be a positive finite number; got {self.C!r}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}; got {self.placement!r}")
+        check_choice(self.candidates, "candidates", CANDIDATE_SETS)
+        check_positive_number(self.C, "C")
+        check_choice(self.placement, "placement", PLACEMENTS)
 
     def split(self, eps: float) -> tuple[float, float]:
         """``(ε_sel, ε_main)`` for a total ``ε``."""
@@ -397,68 +407,57 @@ class AdaptivePrunedPMM:
         )
         return table
 
-    def run(self, keys, eps, tree: DataTree, memory_bytes=batching.DEFAULT_MEMORY_BYTES):
-        """Release replicates for every ε in ``eps`` [E] and key in ``keys`` [S, 2].
+    def plan(self, tree: DataTree, eps) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E] (SPEC §4).
 
         Selection inputs (scores, ``Δ``, probabilities) are computed once per ε on the host
         from ``tree.occupancy``; only the selection draw and the Pruned-PMM noise vary per
-        replicate.  All candidates of all ε are padded to one scan length, so the batch
-        compiles once.
+        replicate.  Replicates are chunked in order of their selected depth
+        (``engine.Plan.order``), so a chunk's levels end where its replicates' do, and the
+        schedules are padded to a multiple of ``DEPTH_BUCKET`` levels.
 
-        Returns:
-          ``SyntheticMeasure`` with batch shape [E, S]; ``depth``/``leaf_depth`` are the
-          selected depths; ``info`` holds ``selected`` [E, S], ``probabilities``,
-          ``scores``, ``candidate_depths``, ``candidate_s`` [E, S, A] and ``sensitivity``
-          [E, S]; ``budget`` holds ``epsilon``, ``eps_sel``, ``eps_main`` [E, S].
+        The measure's ``depth``/``leaf_depth`` are the selected depths; ``info`` holds
+        ``selected`` [E, S], ``probabilities``, ``scores``, ``candidate_depths``,
+        ``candidate_s`` [E, S, A] and ``sensitivity`` [E, S]; ``budget`` holds
+        ``epsilon``, ``eps_sel``, ``eps_main``.
         """
-        eps = check_epsilon(eps).ravel()
-        plan = _stack([self.selection(tree, e) for e in eps])
+        eps = np.asarray(eps, np.float64).ravel()
+        selections = [self.selection(tree, float(e)) for e in eps]
+        R = max(int(sel["candidates"].depth.max()) for sel in selections)
+        R = -(-R // DEPTH_BUCKET) * DEPTH_BUCKET
+        stacked = _stack(selections, R)
         eps_sel, eps_main = self.split(eps)
-        sigma0 = 1.0 / eps_main
-        largest = max(plan["sigmas"].max(), sigma0.max())
-        if not largest <= MAX_DISCRETE_SCALE:
-            raise ValueError(
-                f"eps={eps.min():g} gives a noise scale {largest:.3g} above the supported "
-                f"{MAX_DISCRETE_SCALE:.3g} (int32 counts); increase eps"
-            )
-        f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
-        keys = jnp.asarray(keys, jnp.uint32)
-        capacity = root_capacity(K.fold_in(keys, MAIN_TAG), f32(sigma0), tree.n)
-        chunk = sparse_chunk(capacity, tree.d, len(eps), memory_bytes)
-        per_eps_args = (
-            f32(plan["gaps"]), f32(plan["sensitivity"]), f32(eps_sel), f32(plan["sigmas"]),
-            jnp.asarray(plan["depths"], jnp.int32), f32(sigma0),
+        capacity = capacity_bucket(math.ceil(tree.n + ROOT_NOISE_BOUND / eps_main.min() + 1))
+        P = piece_size("sparse")
+        points = capacity if self.placement == "uniform" else 0
+        static = pmm_kernels.SparseStatic(
+            max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points
         )
-        points, weights, m, visited, leaves, selected, depth = batching.run_grid(
-            _kernel(self.placement == "uniform", capacity), keys, per_eps_args,
-            (tree.device,), chunk,
-        )
-        grid = m.shape
-
-        def per_eps(a):
-            return jnp.broadcast_to(f32(a)[:, None], grid)
-
-        def per_cand(a, dtype):
-            return jnp.broadcast_to(jnp.asarray(a, dtype)[:, None, :], grid + (a.shape[-1],))
-
-        return SyntheticMeasure(
-            points=points,
-            weights=weights,
-            leaf_depth=jnp.broadcast_to(depth[..., None], weights.shape),
-            size=m,
-            visited=visited,
-            leaves=leaves,
-            depth=depth,
-            budget={"epsilon": per_eps(eps), "eps_sel": per_eps(eps_sel),
-                    "eps_main": per_eps(eps_main)},
-            info={
-                "selected": selected,
-                "probabilities": per_cand(plan["probabilities"], jnp.float32),
-                "scores": per_cand(plan["scores"], jnp.float32),
-                "sensitivity": per_eps(plan["sensitivity"]),
-                "candidate_depths": per_cand(plan["depths"], jnp.int32),
-                "candidate_s": per_cand(plan["s"], jnp.int32),
-            },
-            adjacency="replacement",
+        params = {
+            "gaps": np.asarray(stacked["gaps"], np.float32),
+            "sensitivity": np.asarray(stacked["sensitivity"], np.float32),
+            "eps_sel": np.asarray(eps_sel, np.float32),
+            "inv_sigmas": np.asarray(stacked["inv_sigmas"], np.float32),
+            "depths": np.asarray(stacked["depths"], np.int32),
+            "inv_sigma0": np.asarray(eps_main, np.float32),
+        }
+        words = 5 + path_words(R)
+        slots = (capacity + capacity // 2 + 2 * P) + 2 * (capacity // 2 + 2 * P)
+        return engine.Plan(
             mechanism=self.name,
+            kernel=adaptive_kernel,
+            static=static,
+            params=params,
+            shared={"tree": tree.device, **metric_tables(R, tree.d)},
+            eps=eps,
+            budget={"epsilon": eps, "eps_sel": eps_sel, "eps_main": eps_main},
+            adjacency="replacement",
+            bytes_per_replicate=4 * words * slots + 4 * capacity * (2 * tree.d + 2),
+            info_fields=("selected",) + pmm_kernels.W1_FIELDS,
+            info={
+                "probabilities": stacked["probabilities"], "scores": stacked["scores"],
+                "sensitivity": stacked["sensitivity"], "candidate_depths": stacked["depths"],
+                "candidate_s": stacked["s"],
+            },
+            order=_selected_depth,
         )

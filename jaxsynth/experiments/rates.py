@@ -32,8 +32,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from jaxsynth._validate import check_fraction, check_positive_int
-from jaxsynth.schedules import default_depth
+from jaxsynth.core.validate import check_fraction, check_positive_int
+from jaxsynth.mechanisms.schedules import default_depth
 
 __all__ = ["Theory", "estimate_rate", "theory"]
 

@@ -41,7 +41,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxsynth._validate import check_data, check_positive_int
+from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = [
     "DEFAULT_N",

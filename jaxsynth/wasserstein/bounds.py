@@ -16,16 +16,15 @@ the within-leaf term).
 widened by a relative margin ``ρ = 2^-16`` (≈ 1.5e-5: the measured float32 error of the
 1-D and tree formulas is below 2e-6, and rounding the direction to float32 changes its
 norm by ≤ ``d·2^-24``) and, for the lower end, by the projections' rounding
-``(d + 1)·2^-24·R`` (data projected in float64 then rounded, atoms projected in float32;
-``R`` bounds ``|u·x|``: 1 for ℓ∞, ``√d`` for ℓ2).  The margins are far below any
-bracket gap of interest.
+``(d + 1)·2^-24·R`` (data projected in float64 then rounded, atoms projected in float32
+at full precision — never TF32 — and both translated by ``‖u‖_1`` to be non-negative;
+``R = 2`` for ℓ∞, ``2√d`` for ℓ2 bounds the translated values).  The margins are far
+below any bracket gap of interest.
 
-**Cost.**  The lower end dominates: one exact 1-D W1 (a sort of ``n + M`` values) per
-direction and replicate, ``O(K (n + M) log(n + M))``; zero-weight atoms are dropped
-first.  Benchmark (``benchmarks/bench_w1.py``, Pruned-PMM spiral n = 30000, d = 2,
-depth 15, 64 replicates): about 2 s for ℓ∞ (2 directions) against 0.07 s for the tree
-upper end.  There the bracket is wide (upper/lower ≈ 7): the marginals see little of a
-2-D transport; the tree value itself is the sharper summary.
+**Cost.**  The lower end dominates: per direction and replicate one exact 1-D W1 against
+data projections sorted once (``exact1d.w1_against_sorted``: an integer sort of the
+``M`` atoms and binary-search merges, ``O(M log M + n)``).  On the spiral (d = 2) the
+bracket is wide (upper/lower ≈ 7): the marginals see little of a 2-D transport.
 """
 
 from __future__ import annotations
@@ -36,9 +35,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsynth._validate import check_positive_int
-from jaxsynth.w1.exact1d import wasserstein_1d
-from jaxsynth.w1.tree import (
+from jaxsynth.core.validate import check_positive_int
+from jaxsynth.wasserstein.exact1d import w1_against_sorted
+from jaxsynth.wasserstein.tree import (
     DEFAULT_BATCH_SIZE,
     TreeData,
     check_measure,
@@ -71,22 +70,45 @@ def directions(d: int, metric: str, n_directions: int, seed: int = 0) -> np.ndar
     return np.concatenate([np.eye(d), random]).astype(np.float32)
 
 
+def sorted_projections(X: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+    """Projections ``u·x + ‖u‖_1`` (all ``≥ 0``) of the data on each direction, sorted, [K, n].
+
+    Projected in float64, sorted, then rounded to float32 (rounding keeps the order).
+    The offset makes every value non-negative for ``w1_against_sorted``; W1 is invariant
+    under the common translation.
+    """
+    dirs64 = dirs.astype(np.float64)
+    proj = X @ dirs64.T + np.abs(dirs64).sum(axis=1)
+    return np.sort(proj, axis=0).T.astype(np.float32)
+
+
 @jax.jit
-def _projected_w1(data_proj, dirs, points, weights):
-    """Largest 1-D W1 over directions, for a chunk [B, M, d] of measures.
+def projected_w1(data_sorted, dirs, points, weights):
+    """Largest 1-D W1 over directions, for a batch [B, M, d] of measures (on device).
 
     Args:
-      data_proj: [K, n] float32 projected data; dirs: [K, d] float32.
+      data_sorted: [K, n] float32 sorted data projections (``sorted_projections``).
+      dirs: [K, d] float32 directions.
+      points: [B, M, d]; weights: [B, M].
+
+    Returns:
+      [B] float32, before the rounding margins of ``projection_lower``.
     """
-    n = data_proj.shape[1]
-    data_w = jnp.full((n,), 1.0 / n, jnp.float32)
+    offset = jnp.sum(jnp.abs(dirs), axis=1)
 
     def one(p, w):
-        proj = (p @ dirs.T).T  # [K, M]
-        per_dir = jax.vmap(wasserstein_1d, in_axes=(0, None, 0, None))(data_proj, data_w, proj, w)
+        proj = jnp.matmul(p, dirs.T, precision=jax.lax.Precision.HIGHEST).T + offset[:, None]
+        per_dir = jax.vmap(w1_against_sorted, in_axes=(0, 0, None))(data_sorted, proj, w)
         return jnp.max(per_dir)
 
     return jax.vmap(one)(points, weights)
+
+
+def lower_margin(raw, d: int, metric: str):
+    """Certified lower bound from a raw float32 projection W1 (module docstring margins)."""
+    reach = 2.0 * (1.0 if metric == "linf" else np.sqrt(d))  # |u·x| + ‖u‖_1 offset
+    return np.maximum(np.asarray(raw, np.float64) * (1 - RELATIVE_MARGIN)
+                      - (d + 1) * 2.0**-24 * reach, 0.0)
 
 
 def projection_lower(
@@ -125,12 +147,11 @@ def projection_lower(
     dirs = directions(d, metric, n_directions, seed)
     points, weights, leaf_depth, _ = check_measure(out, d)
     points, weights, _ = compact_atoms(points, weights, leaf_depth, weights > 0)
-    data_proj = (X @ dirs.astype(np.float64).T).T.astype(np.float32)
-    kernel = functools.partial(_projected_w1, jnp.asarray(data_proj), jnp.asarray(dirs))
-    raw = np.asarray(run_chunked(kernel, (points, weights), batch_size), np.float64)
-    reach = 1.0 if metric == "linf" else np.sqrt(d)
-    lower = raw * (1 - RELATIVE_MARGIN) - (d + 1) * 2.0**-24 * reach
-    return np.maximum(lower, 0.0).reshape(out.batch_shape)
+    kernel = functools.partial(
+        projected_w1, jnp.asarray(sorted_projections(X, dirs)), jnp.asarray(dirs)
+    )
+    raw = run_chunked(kernel, (points, weights), batch_size)
+    return lower_margin(raw, d, metric).reshape(out.batch_shape)
 
 
 def tree_upper(X, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_SIZE) -> np.ndarray:

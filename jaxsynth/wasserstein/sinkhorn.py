@@ -86,7 +86,7 @@ from ott.geometry import costs, geometry, pointcloud
 from ott.problems.linear import linear_problem
 from ott.solvers.linear import acceleration, sinkhorn
 
-from jaxsynth._validate import check_data, check_positive_int
+from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn"]
 

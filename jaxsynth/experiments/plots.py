@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from jaxsynth.rates import estimate_rate, theory
+from jaxsynth.experiments.rates import estimate_rate, theory
 
 __all__ = ["depth_plot", "rate_plot"]
 

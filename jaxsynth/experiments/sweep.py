@@ -1,0 +1,517 @@
+"""Monte Carlo sweeps: mechanisms × data sets × n × ε × seeds × W1 metrics (SPEC §9, §10).
+
+``simulate`` returns one row per replicate.  Replicate ``s`` of mechanism ``M`` on data
+``X`` at budget ``ε`` is ``js.release(jax.random.fold_in(key, s), M, X, ε)``, whatever
+the chunking, the device count or an interruption, so a sweep can be split, resumed and
+sharded without changing a number.
+
+How the work is organised:
+
+* **once per (data set, n)**: the data set is loaded (named generators, files, arrays)
+  and its ``DataTree`` (every cell count) built at the largest depth any mechanism of
+  the sweep needs; the data projections of the bracket's lower bound are sorted once;
+* **once per (mechanism, data set)**: the mechanism's engine plan (``mech.plan``): one
+  compiled kernel for every ε, with one fixed chunk shape taken from the plan's memory
+  model, so every replicate is computed by the same program whatever is left to do
+  (a resumed run reproduces the uninterrupted one bit for bit);
+* **per chunk of seeds**: ``engine.run`` releases every ε × seed on the device; the tree
+  W1 and its upper bound come out of the kernel itself (it descends the tree), the
+  bracket's lower bound is computed on the device from the released atoms, and only the
+  finished per-replicate numbers go to the host (Sinkhorn, an iterative host-driven
+  solver, is the exception: it reads the atoms of each replicate);
+* **devices**: each chunk's replicates are sharded over ``devices`` (default: all local
+  devices; a chunk holds a multiple of their number); replicates do not depend on it;
+* **nothing lost**: with ``out="file.csv"`` rows go to a ``ResultStore``
+  (``jaxsynth.experiments.store``): appended as each chunk finishes, atomically and
+  under a lock; a rerun skips the replicates already there, and the file ends sorted.
+
+**Multi-host.**  Replicate keys depend only on ``(key, seed)``, so hosts need not talk to
+each other: on each host call ``jax.distributed.initialize()`` (which makes
+``jax.process_index()`` / ``jax.process_count()`` meaningful), then give each process a
+disjoint set of seeds and its own file, e.g.
+``simulate(..., seeds=range(jax.process_index(), S, jax.process_count()),
+out=f"part-{jax.process_index()}.csv")``; each process shards its seeds over its own
+local devices.  ``pd.concat`` of the parts (or ``jaxsynth rate part-*.csv``) is the table
+of the whole sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from jaxsynth import engine
+from jaxsynth.api import check_mechanism, seed_indices
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.keys import as_raw_key, replicate_keys
+from jaxsynth.core.validate import (
+    check_bool,
+    check_choice,
+    check_data,
+    check_epsilon,
+    check_positive_int,
+)
+from jaxsynth.experiments import datasets
+from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path
+from jaxsynth.mechanisms.registry import mechanism
+from jaxsynth.wasserstein import bounds, exact1d
+
+__all__ = ["METHODS", "simulate"]
+
+METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
+"""W1 methods (``jaxsynth.wasserstein``); ``bracket`` gives the columns ``w1_lower, w1_upper``."""
+GROUNDS = ("linf", "l2")
+CHUNK_REPLICATES = 256
+"""Replicates released between two writes of the result store (at least one engine chunk)."""
+
+
+# --------------------------------------------------------------------------- mechanisms
+
+
+def _mechanisms(mechanisms) -> list[tuple[str, object]]:
+    """(label, config) pairs from a config, a name, a list of them or a ``{label: ...}`` dict."""
+    if isinstance(mechanisms, dict):
+        items = list(mechanisms.items())
+    elif isinstance(mechanisms, (list, tuple)):
+        items = [(None, m) for m in mechanisms]
+    else:
+        items = [(None, mechanisms)]
+    if not items:
+        raise ValueError("mechanisms is empty")
+    out = []
+    for label, m in items:
+        if isinstance(m, str):
+            m = mechanism(m)
+        check_mechanism(m, "mechanisms")
+        out.append((str(label) if label is not None else m.name, m))
+    labels = [label for label, _ in out]
+    if len(set(labels)) != len(labels):
+        raise ValueError(
+            f"mechanisms: duplicate labels {labels}; pass a dict {{label: config}} to tell "
+            "configurations of the same mechanism apart"
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- data sets
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _DataSet:
+    """One (data set, n) of the sweep: a generator name (loaded lazily), or given points."""
+
+    label: str
+    spec: object  # a generator name, an array [n, d] or a DataTree
+    options: dict
+    n: int
+    data_key: int
+
+    def load(self):
+        """(points [n, d] float64, DataTree or None, intrinsic dimension)."""
+        if isinstance(self.spec, DataTree):
+            return self.spec.points, self.spec, self.spec.d
+        if not isinstance(self.spec, str):
+            return self.spec, None, self.spec.shape[1]
+        X = datasets.load(self.spec, n=self.n, key=self.data_key, **self.options)
+        opts = dict(self.options, d=X.shape[1])
+        return X, None, datasets.intrinsic_dimension(self.spec, **opts)
+
+
+def _is_file(spec) -> bool:
+    return isinstance(spec, os.PathLike) or str(spec).lower().endswith(datasets.FILE_SUFFIXES)
+
+
+def _label(name, options: dict) -> str:
+    if not options:
+        return str(name)
+    return f"{name}(" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + ")"
+
+
+def _data_sets(data, n, data_key) -> list[_DataSet]:
+    """Expand ``data`` × ``n`` into the sweep's data sets, in order.
+
+    Generated data sets get one entry per size in ``n``; files are read here and, like
+    arrays, keep their own size (``n``, if given, must match it).
+    """
+    if isinstance(data, dict):
+        items = list(data.items())
+    elif isinstance(data, list):
+        items = [(None, item) for item in data]
+    else:
+        items = [(None, data)]
+    if not items:
+        raise ValueError("data is empty")
+    sizes = None if n is None else [check_positive_int(v, "n") for v in np.atleast_1d(n).tolist()]
+    if sizes is not None and len(set(sizes)) != len(sizes):
+        raise ValueError(f"n has duplicate values: {sizes}")
+    out = []
+    for label, item in items:
+        options = {}
+        if _is_pair(item):
+            item, options = item
+            bad = sorted({"n", "key"} & set(options))
+            if bad:
+                raise ValueError(f"data options {bad} are set by simulate's n and data_key")
+        if isinstance(item, (str, os.PathLike)) and not _is_file(item):
+            name = _label(item, options) if label is None else str(label)
+            out += [_DataSet(name, str(item), options, size, int(data_key))
+                    for size in (sizes or [datasets.DEFAULT_N])]
+            continue
+        if isinstance(item, (str, os.PathLike)):
+            default, item = str(item), datasets.load(item, **options)
+        elif options:
+            raise ValueError("data options apply only to named data sets and files")
+        else:
+            default = "array"
+            item = item if isinstance(item, DataTree) else check_data(item, "data")
+        size = item.n if isinstance(item, DataTree) else item.shape[0]
+        if sizes is not None and sizes != [size]:
+            raise ValueError(f"n={sizes} does not match the data set {default} of {size} points")
+        name = default if label is None else str(label)
+        out.append(_DataSet(name, item, {}, size, int(data_key)))
+    keys = [(ds.label, ds.n) for ds in out]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"data: duplicate data sets {keys}; pass a dict {{label: data}}")
+    return out
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _is_pair(item) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict)
+
+
+def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
+    """(method, options, columns) for each requested W1 metric."""
+    if isinstance(metrics, str) or _is_pair(metrics):
+        metrics = [metrics]
+    if not isinstance(metrics, (list, tuple)) or not metrics:
+        raise ValueError(f"metrics must be a non-empty list of {METHODS}; got {metrics!r}")
+    out = []
+    for item in metrics:
+        method, options = item if _is_pair(item) else (item, {})
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"metrics: unknown W1 method {method!r}; known: {', '.join(METHODS)}")
+        if method != "sinkhorn" and method != "bracket" and options:
+            raise ValueError(f"metrics: {method!r} takes no options; got {sorted(options)}")
+        columns = ["w1_lower", "w1_upper"] if method == "bracket" else [f"w1_{method}"]
+        out.append((method, dict(options), columns))
+    names = [c for _, _, cols in out for c in cols]
+    if len(set(names)) != len(names):
+        raise ValueError(f"metrics: duplicate columns {names}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Measurer:
+    """The W1 metrics of a sweep for one data set, computed from engine outputs."""
+
+    X: np.ndarray
+    methods: list
+    ground: str
+    projections: dict  # (n_directions, seed) -> (dirs, sorted data projections), on device
+
+    @classmethod
+    def build(cls, X, methods, ground):
+        projections = {}
+        for method, options, _ in methods:
+            if method == "bracket":
+                n_dir = options.get("n_directions", bounds.DEFAULT_DIRECTIONS[ground])
+                seed = options.get("seed", 0)
+                dirs = bounds.directions(X.shape[1], ground, n_dir, seed)
+                projections[n_dir, seed] = (jnp.asarray(dirs),
+                                            jnp.asarray(bounds.sorted_projections(X, dirs)))
+            if method == "exact1d" and X.shape[1] != 1:
+                raise ValueError(f"metric 'exact1d' needs d = 1; the data have d = {X.shape[1]}")
+        return cls(X, methods, ground, projections)
+
+    @property
+    def atoms(self) -> bool:
+        return any(m not in ("tree", "tree_upper") for m, _, _ in self.methods)
+
+    def bytes_per_replicate(self, plan) -> float:
+        atoms = plan.bytes_per_replicate
+        dirs = sum(p[1].shape[0] for p in self.projections.values())
+        return atoms + 12.0 * dirs * (self.X.shape[0] + 2 * atoms / (4 * (self.X.shape[1] + 2)))
+
+    def device_values(self, out: dict) -> dict:
+        """Per-replicate metric arrays [E, S] on the device (all but Sinkhorn)."""
+        values = {}
+        upper = out[f"upper_{self.ground}"] * (1 + bounds.RELATIVE_MARGIN)
+        for method, options, columns in self.methods:
+            if method == "tree":
+                values[columns[0]] = out[f"tree_{self.ground}"]
+            elif method == "tree_upper":
+                values[columns[0]] = upper
+            elif method == "bracket":
+                key = (options.get("n_directions", bounds.DEFAULT_DIRECTIONS[self.ground]),
+                       options.get("seed", 0))
+                dirs, data = self.projections[key]
+                points, weights = out["points"], out["weights"]
+                grid = weights.shape[:2]
+                raw = bounds.projected_w1(data, dirs, points.reshape((-1,) + points.shape[2:]),
+                                          weights.reshape((-1,) + weights.shape[2:]))
+                values["w1_lower"] = raw.reshape(grid)
+                values["w1_upper"] = upper
+            elif method == "exact1d":
+                data = jnp.asarray(np.sort(self.X[:, 0]).astype(np.float32))
+                values[columns[0]] = jax.vmap(jax.vmap(
+                    lambda p, w: exact1d.w1_against_sorted(data, p[:, 0], w)
+                ))(out["points"], out["weights"])
+        return values
+
+    def host_values(self, values: dict, out: dict, seeds) -> dict:
+        """Bring the finished numbers to the host; margins; Sinkhorn per replicate."""
+        values = {k: np.asarray(v, np.float64) for k, v in jax.device_get(values).items()}
+        if "w1_lower" in values:
+            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], self.X.shape[1], self.ground)
+        for method, options, columns in self.methods:
+            if method == "sinkhorn":
+                values[columns[0]] = self._sinkhorn(out, options, seeds)
+        return values
+
+    def _sinkhorn(self, out, options, seeds):
+        from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
+
+        points, weights = np.asarray(out["points"]), np.asarray(out["weights"])
+        options = dict(options)
+        key = options.pop("key", None)
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            key = jax.random.key(int(key))
+        result = np.empty(weights.shape[:2])
+        for e, s in np.ndindex(*result.shape):
+            rep = None if key is None else jax.random.fold_in(key, int(seeds[s]))
+            result[e, s] = w1_sinkhorn(self.X, points[e, s], weights[e, s], metric=self.ground,
+                                       key=rep, **options).value
+        return result
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def _devices(devices) -> list:
+    local = jax.local_devices()
+    if devices is None:
+        return local
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(local):
+            raise ValueError(f"devices must be between 1 and {len(local)}; got {devices}")
+        return local[: int(devices)]
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices is empty")
+    return devices
+
+
+def _key_label(key) -> str:
+    """The sweep key as text: the int, or the raw key words ``w0:w1``."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return str(int(key))
+    return ":".join(str(int(w)) for w in np.asarray(as_raw_key(key)).ravel())
+
+
+def _load(ds, mechs, eps):
+    """(points, DataTree deep enough for every mechanism at every ε, intrinsic dimension)."""
+    X, tree, intrinsic = ds.load()
+    need = max(m.data_depth(X.shape[0], X.shape[1], eps) for m in mechs)
+    if tree is None or tree.depth < need:
+        tree = DataTree.build(X, need)
+    return X, tree, int(intrinsic)
+
+
+def _rows(out: dict, values: dict, plan, seeds, common: dict, seconds: dict) -> pd.DataFrame:
+    """One row per replicate of ``out`` [E, S] (E-major)."""
+    E, S = len(plan.eps), len(seeds)
+    host = jax.device_get({k: out[k] for k in ("depth", "size", "leaves", "visited")
+                           + tuple(plan.info_fields) if k in out})
+    cols = dict(common)
+    cols["eps"] = np.repeat(np.asarray(plan.eps, np.float64), S)
+    cols["seed"] = np.tile(np.asarray(seeds, np.int64), E)
+    for name, field in (("depth", "depth"), ("m", "size"), ("leaves", "leaves"),
+                        ("visited", "visited")):
+        cols[name] = np.asarray(host[field]).reshape(E * S).astype(np.int64)
+    for name, v in values.items():
+        cols[name] = np.asarray(v, np.float64).reshape(E * S)
+    cols.update({k: np.full(E * S, v) for k, v in seconds.items()})
+    cols["adjacency"] = plan.adjacency
+    for name, v in plan.budget.items():
+        cols[name] = np.repeat(np.asarray(v, np.float64), S)
+    for name in plan.info_fields:
+        a = np.asarray(host.get(name))
+        if a.shape == (E, S):  # scalar diagnostics per replicate (vectors are left out)
+            cols[name] = a.reshape(E * S)
+    for name, v in plan.info.items():
+        a = np.asarray(v)
+        if a.shape == (E,):
+            cols[name] = np.repeat(a, S)
+    return pd.DataFrame(cols)
+
+
+def simulate(
+    mechanisms,
+    data,
+    eps=(1.0,),
+    seeds=100,
+    metrics=("tree",),
+    key=0,
+    n=None,
+    out=None,
+    memory_bytes: int | None = None,
+    progress: bool = True,
+    ground: str = "linf",
+    data_key: int = 0,
+    devices=None,
+    warmup: bool = False,
+) -> pd.DataFrame:
+    """Run a Monte Carlo sweep and return one row per replicate (SPEC §9, §10).
+
+    Sweeps mechanisms × data sets × n × ε × seeds; every replicate gets every metric.
+    Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
+    set and ε, so its row equals ``js.release(fold_in(key, s), M, X, ε)`` measured with
+    ``js.w1``, independent of chunking, device count and interruptions.
+
+    Args:
+      mechanisms: a config (``js.PMM(...)``), a name (``registry.MECHANISMS``), a list of
+        them, or a dict ``{label: config}`` (labels tell configurations apart).
+      data: an array [n, d] in [0,1]^d, a ``DataTree``, a data set name or file path
+        (``datasets.load``), a pair ``(name, options)`` (e.g. ``("subspace", {"d": 5,
+        "k": 2})``), or a list or ``{label: ...}`` dict of these.
+      eps: a budget or list of E budgets.
+      seeds: a count S (seeds ``0..S-1``) or a list of seed indices.
+      metrics: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
+        ``w1_<name>`` (``bracket``: ``w1_lower``, ``w1_upper``).  ``tree`` and
+        ``tree_upper`` come from the release kernel; ``bracket`` options:
+        ``n_directions``, ``seed``; ``sinkhorn`` options: those of ``w1_sinkhorn``.
+      key: int or JAX key of the sweep.
+      n: sizes for named data sets (default ``datasets.DEFAULT_N``); arrays and files
+        keep their own size.
+      out: a ``.csv`` path: a ``ResultStore`` (resumable; see ``jaxsynth.experiments.store``).
+      memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
+      progress: show a tqdm progress bar (on stderr) when the sweep runs longer than 2 s.
+      ground: ground metric, ``"linf"`` (default, seed 001 §7) or ``"l2"``.
+      data_key: key of the data generators (the same for every n).
+      devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
+      warmup: run each (mechanism, data set)'s first chunk once untimed, so that
+        ``seconds`` measure the compiled computation only.
+
+    Returns:
+      a ``pandas.DataFrame`` sorted by (mechanism, data, n, eps, seed) with columns
+      ``mechanism`` (label), ``kind`` (the mechanism's name), ``data``, ``n``, ``d``,
+      ``intrinsic_dim``, ``eps``, ``seed``, ``depth``, ``m``, ``leaves``, ``visited``, the
+      ``w1_*`` columns, ``seconds`` (the replicate's share of its chunk's wall time,
+      release and metrics; a group's first chunk includes compilation unless ``warmup``),
+      ``release_seconds`` (the release alone), ``adjacency``, the budget parts
+      (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
+      ...), and provenance: ``config``, ``key``, ``data_key``, ``ground``.
+    """
+    from tqdm.auto import tqdm
+
+    mechs = _mechanisms(mechanisms)
+    eps = check_epsilon(eps).ravel()
+    if len(set(eps.tolist())) != len(eps):
+        raise ValueError(f"eps has duplicate values: {eps.tolist()}")
+    seed_list = seed_indices(seeds).tolist()
+    methods = _metrics(metrics)
+    check_choice(ground, "ground", GROUNDS)
+    check_bool(progress, "progress")
+    check_bool(warmup, "warmup")
+    if memory_bytes is not None:
+        memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
+    data_key = check_positive_int(data_key, "data_key", minimum=0)
+    devs = _devices(devices)
+    key_label = _key_label(key)
+    sets = _data_sets(data, n, data_key)
+    if out is not None:
+        check_out_path(out)
+    w1_columns = [c for _, _, cols in methods for c in cols]
+    spec = {
+        "key": key_label, "data_key": data_key, "ground": ground, "metrics": w1_columns,
+        "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
+                   for label, m in mechs for ds in sets},
+    }
+    store = ResultStore(out, spec, w1_columns) if out is not None else None
+    frames = []
+    with store or _NoStore():
+        done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
+        finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
+        total = len(mechs) * len(sets) * len(eps) * len(seed_list)
+        bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
+        for ds in sets:
+            loaded = measurer = None
+            for label, mech in mechs:
+                def todo_for(s):
+                    return any((label, ds.label, ds.n, float(e), s) not in finished for e in eps)
+
+                todo = [s for s in seed_list if todo_for(s)]
+                bar.update(len(eps) * (len(seed_list) - len(todo)))
+                if not todo:
+                    continue
+                if loaded is None:
+                    loaded = _load(ds, [m for _, m in mechs], eps)
+                    measurer = _Measurer.build(loaded[0], methods, ground)
+                X, tree, intrinsic = loaded
+                common = {"mechanism": label, "kind": mech.name, "data": ds.label,
+                          "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
+                provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
+                              "ground": ground}
+                plan = mech.plan(tree, eps)
+                memory = memory_bytes or engine.device_memory(devs[0])
+                chunk = engine.chunk_size(measurer.bytes_per_replicate(plan), 2**30, memory,
+                                          devs[0].platform)
+                chunk = -(-chunk // len(devs)) * len(devs)
+                per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
+                runs = [todo[i: i + per_chunk] for i in range(0, len(todo), per_chunk)]
+                if warmup:
+                    _chunk(plan, measurer, key, runs[0], memory, devs, chunk)
+                for seeds_now in runs:
+                    result, values, seconds = _chunk(plan, measurer, key, seeds_now, memory,
+                                                     devs, chunk)
+                    rows = _rows(result, values, plan, seeds_now, common, seconds)
+                    for column, value in provenance.items():
+                        rows[column] = value
+                    fresh = [(label, ds.label, ds.n, e, s) not in finished
+                             for e, s in zip(rows["eps"], rows["seed"])]
+                    rows = rows[fresh]
+                    if store is not None:
+                        store.append(rows)
+                    else:
+                        frames.append(rows)
+                    bar.update(len(rows))
+        bar.close()
+        table = store.finish() if store is not None else (
+            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(KEY_COLUMNS)))
+    requested = pd.MultiIndex.from_tuples(
+        [(label, ds.label, ds.n, float(e), s) for label, _ in mechs for ds in sets
+         for e in eps for s in seed_list], names=list(KEY_COLUMNS))
+    keep = table.set_index(list(KEY_COLUMNS)).index.isin(requested)
+    return table[keep].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+
+
+class _NoStore:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _chunk(plan, measurer, key, seeds, memory, devices, chunk):
+    """Release seeds × every ε and measure them; finished numbers on the host."""
+    keys = replicate_keys(key, seeds)
+    start = time.perf_counter()
+    out = engine.run(plan, keys, atoms=measurer.atoms, memory_bytes=memory, devices=devices,
+                     chunk=chunk)
+    out = jax.block_until_ready(out)
+    released = time.perf_counter()
+    values = measurer.host_values(measurer.device_values(out), out, seeds)
+    per = len(plan.eps) * len(seeds)
+    seconds = {"seconds": (time.perf_counter() - start) / per,
+               "release_seconds": (released - start) / per}
+    return out, values, seconds

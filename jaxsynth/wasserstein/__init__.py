@@ -1,0 +1,37 @@
+"""Wasserstein-1 between data and synthetic measures (SPEC §7): one module per method.
+
+``tree`` (exact tree-metric W1 and its certified upper bound), ``bounds`` (certified
+bracket), ``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is
+slow to import) and ``dispatch`` (``w1``, the ``js.w1`` entry point).
+"""
+
+from jaxsynth.wasserstein.bounds import bracket, projection_lower, tree_upper
+from jaxsynth.wasserstein.dispatch import METHODS, METRICS, w1
+from jaxsynth.wasserstein.exact1d import w1_exact1d, wasserstein_1d
+from jaxsynth.wasserstein.tree import TreeData, TreeW1, tree_w1
+from jaxsynth.wasserstein.tree import prepare as prepare_w1
+
+__all__ = [
+    "METHODS",
+    "METRICS",
+    "TreeData",
+    "TreeW1",
+    "bracket",
+    "prepare_w1",
+    "projection_lower",
+    "tree_upper",
+    "tree_w1",
+    "w1",
+    "w1_exact1d",
+    "w1_sinkhorn",
+    "wasserstein_1d",
+]
+
+
+def __getattr__(name):
+    # ott-jax is imported only when Sinkhorn is used (it is slow to import).
+    if name == "w1_sinkhorn":
+        from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
+
+        return w1_sinkhorn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,8 +46,8 @@ keep a piece's working set in cache; accelerators want wide batches."""
 
 SCALARS = ("size", "visited", "leaves", "depth")
 """Per-replicate fields every kernel returns besides its atoms."""
-ATOMS = ("points", "weights")
-"""Per-atom fields of a released measure (``leaf_depth`` when the kernel has one)."""
+ATOMS = ("points", "weights", "leaf_depth")
+"""Per-atom fields every kernel returns (with ``atoms=True``)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -66,7 +66,7 @@ class Plan:
       adjacency: the adjacency the accounting assumes (oracles say so here).
       bytes_per_replicate: working memory of one replicate (atoms included).
       info_fields: per-replicate diagnostics the kernel returns (``out.info``).
-      atom_fields: per-atom fields besides ``points`` / ``weights`` (e.g. ``leaf_depth``).
+      atom_fields: per-atom fields besides ``ATOMS`` (e.g. PrivTree's ``noisy_mass``).
       info: per-ε host arrays [E, ...] added to ``out.info``.
       order: optional ``order(static, key, params, shared) -> cost`` (a scalar).
       retry: optional ``retry(static) -> static`` with twice the capacity, for ``overflow``.
@@ -150,12 +150,32 @@ def _pad_atoms(a, size: int):
     """Zero-pad per-atom arrays [N, M, ...] to ``M = size`` along axis 1."""
     if a.ndim < 2 or a.shape[1] >= size:
         return a
-    return jnp.pad(a, [(0, 0), (0, size - a.shape[1])] + [(0, 0)] * (a.ndim - 2))
+    pad = [(0, 0), (0, size - a.shape[1])] + [(0, 0)] * (a.ndim - 2)
+    return np.pad(a, pad) if isinstance(a, np.ndarray) else jnp.pad(a, pad)
+
+
+@functools.partial(jax.jit, static_argnames=("grid",))
+def _assemble(parts, source, *, grid):
+    """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field."""
+    return jax.tree_util.tree_map(
+        lambda *xs: jnp.concatenate(xs)[source].reshape(grid + xs[0].shape[1:]), *parts
+    )
+
+
+def _padded_params(params: dict) -> dict:
+    """Per-ε arrays padded to a power-of-two ε count ≥ 8 (repeating the last ε): one shape per bucket."""
+    def pad(a):
+        a = np.asarray(a)
+        rows = max(8, 1 << max(0, (a.shape[0] - 1).bit_length()))
+        return np.concatenate([a, np.repeat(a[-1:], rows - a.shape[0], axis=0)])
+
+    return {k: pad(v) for k, v in params.items()}
 
 
 def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None,
-        devices=None, chunk: int | None = None) -> dict:
-    """Release every (ε, key) replicate of ``plan``; results stay on the device.
+        devices=None, chunk: int | None = None, reduce: Callable | None = None,
+        host: bool = False) -> dict:
+    """Release every (ε, key) replicate of ``plan``.
 
     Args:
       plan: the mechanism's plan.
@@ -164,72 +184,92 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
       memory_bytes: working memory of one chunk (default: ``device_memory()``).
       devices: devices to shard each chunk over (default: the default device).
       chunk: replicates per chunk (default: ``chunk_size`` of the grid).
+      reduce: optional ``reduce(outputs) -> dict`` applied to each chunk's outputs
+        [C, ...] on the device (e.g. W1 metrics); its results replace the outputs.
+      host: return NumPy arrays (each chunk's results are copied once, when finished)
+        instead of device arrays.
 
     Returns:
       dict of arrays with leading axes [E, S].
     """
-    keys = jnp.asarray(keys, jnp.uint32)
+    keys = np.asarray(keys, np.uint32)
     devices = list(devices) if devices else [jax.devices()[0]]
     E, S = len(plan.eps), keys.shape[0]
     total = E * S
     memory_bytes = device_memory() if memory_bytes is None else memory_bytes
-    fields = plan.fields(atoms)
-    grid_keys = jnp.tile(keys, (E, 1))
-    grid_eps = jnp.repeat(jnp.arange(E, dtype=jnp.int32), S)
-    params = jax.tree_util.tree_map(jnp.asarray, plan.params)
-    order = None
-    if plan.order is not None and total > 1:
-        costs = _costs(plan.order, plan.static, grid_keys, grid_eps, params, plan.shared)
-        order = jnp.asarray(np.argsort(np.asarray(costs), kind="stable"), jnp.int32)
-        grid_keys, grid_eps = grid_keys[order], grid_eps[order]
     size = chunk or chunk_size(plan.bytes_per_replicate, total, memory_bytes)
-    runner = functools.partial(_run_grid, plan, fields=fields, params=params, devices=devices)
-    out = runner(plan.static, grid_keys, grid_eps, size)
-    if plan.retry is not None:
-        out = _rerun_overflows(plan, runner, grid_keys, grid_eps, size, out)
-    if order is not None:
-        inverse = jnp.zeros_like(order).at[order].set(jnp.arange(total, dtype=jnp.int32))
-        out = {k: v[inverse] for k, v in out.items()}
-    return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
-
-
-def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices) -> dict:
-    """Run the grid in chunks of ``size`` replicates (the last one padded)."""
-    total = grid_keys.shape[0]
     size = -(-size // len(devices)) * len(devices)
+    grid_keys = np.tile(keys, (E, 1))
+    grid_eps = np.repeat(np.arange(E, dtype=np.int32), S)
+    params = _padded_params(plan.params)
+    order = np.arange(total)
+    if plan.order is not None and total > 1:
+        costs = np.concatenate([
+            np.asarray(_costs(plan.order, plan.static, grid_keys[i], grid_eps[i], params,
+                              plan.shared))
+            for i in _chunks(total, size)
+        ])[:total]
+        order = np.argsort(costs, kind="stable")
+    fields = plan.fields(atoms)
+    runner = functools.partial(_run_grid, plan, fields=fields, params=params, devices=devices,
+                               reduce=reduce, host=host)
+    parts = runner(plan.static, grid_keys[order], grid_eps[order], size)
+    source = np.empty(total, np.int64)
+    source[order] = np.arange(total)  # grid position -> position in the ordered run
+    if plan.retry is not None:
+        parts, source = _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source)
+    if host:
+        out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
+        return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
+    return _assemble(tuple(parts), source.astype(np.int32), grid=(E, S))
+
+
+def _chunks(total: int, size: int):
+    """Index arrays of the chunks of a grid of ``total`` replicates (the last one padded)."""
+    for start in range(0, total, size):
+        yield np.minimum(np.arange(start, start + size), total - 1)
+
+
+def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices, reduce,
+              host) -> list:
+    """Run the (ordered) grid in chunks of ``size`` replicates; one output dict per chunk."""
     token = jnp.bool_(True)
     place = None
     if len(devices) > 1:
         place = NamedSharding(Mesh(np.array(devices), (REPLICATES,)), PartitionSpec(REPLICATES))
     parts = []
-    for start in range(0, total, size):
-        index = jnp.minimum(jnp.arange(start, start + size), total - 1)
+    for index in _chunks(grid_keys.shape[0], size):
         chunk_keys, chunk_eps = grid_keys[index], grid_eps[index]
         if place is not None:
             chunk_keys, chunk_eps = jax.device_put((chunk_keys, chunk_eps), place)
-        parts.append(_run_chunk(
-            plan.kernel, static, fields, chunk_keys, chunk_eps, params, plan.shared, token
-        ))
-    return {k: jnp.concatenate([p[k] for p in parts])[:total] for k in fields}
+        out = _run_chunk(plan.kernel, static, fields, chunk_keys, chunk_eps, params, plan.shared,
+                         token)
+        if reduce is not None:
+            out = reduce(out)
+        parts.append(jax.device_get(out) if host else out)
+    return parts
 
 
-def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, out) -> dict:
-    """Rerun replicates that overflowed their capacity with the plan's retry options."""
+def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
+    """Rerun replicates that overflowed their capacity with the plan's retry options.
+
+    Returns the chunk outputs with the reruns appended as extra chunks, and the source
+    positions updated to point at them.
+    """
     static = plan.static
     while True:
-        bad = np.flatnonzero(np.asarray(out["overflow"]))
+        overflow = np.concatenate([np.asarray(p["overflow"]) for p in parts])
+        bad = np.flatnonzero(overflow[source])  # grid positions still overflowing
         if bad.size == 0:
-            return out
+            return parts, source
         static, size = plan.retry(static), max(1, size // 2)  # twice the capacity
+        done = sum(p["overflow"].shape[0] for p in parts)
         redo = runner(static, grid_keys[bad], grid_eps[bad], size)
-        width = max(out["weights"].shape[1], redo["weights"].shape[1]) if "weights" in out else 0
-        merged = {}
-        for k in out:
-            old, new = out[k], redo[k]
-            if k in ATOMS + plan.atom_fields:
-                old, new = _pad_atoms(old, width), _pad_atoms(new, width)
-            merged[k] = old.at[jnp.asarray(bad)].set(new)
-        out = merged
+        width = max(p["weights"].shape[1] for p in parts + redo) if "weights" in parts[0] else 0
+        parts = [{k: (_pad_atoms(v, width) if k in ATOMS + plan.atom_fields else v)
+                  for k, v in p.items()} for p in parts + redo]
+        source = source.copy()
+        source[bad] = done + np.arange(bad.size)
 
 
 def release(plan: Plan, keys, memory_bytes: int | None = None) -> SyntheticMeasure:
@@ -241,26 +281,25 @@ def release(plan: Plan, keys, memory_bytes: int | None = None) -> SyntheticMeasu
 def measure(plan: Plan, out: dict) -> SyntheticMeasure:
     """The ``SyntheticMeasure`` of a plan's outputs [E, S, ...] (the one constructor)."""
     grid = out["size"].shape
-    weights = out["weights"]
-    leaf_depth = out.get("leaf_depth")
-    if leaf_depth is None:
-        leaf_depth = jnp.broadcast_to(out["depth"][..., None], weights.shape)
 
-    def per_eps(a):
-        a = jnp.asarray(a)
-        return jnp.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
+    def per_eps(a):  # small per-ε host arrays, broadcast over seeds on the host (32-bit)
+        a = np.asarray(a)
+        a = a.astype(np.float32 if a.dtype.kind == "f" else np.int32 if a.dtype.kind in "iu" else a.dtype)
+        return jax.device_put(np.ascontiguousarray(
+            np.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
+        ))
 
     info = {k: out[k] for k in plan.info_fields}
     info.update({k: per_eps(v) for k, v in plan.info.items()})
     result = SyntheticMeasure(
         points=out["points"],
-        weights=weights,
-        leaf_depth=leaf_depth.astype(jnp.int32),
+        weights=out["weights"],
+        leaf_depth=out["leaf_depth"],
         size=out["size"],
         visited=out["visited"],
         leaves=out["leaves"],
         depth=out["depth"],
-        budget={k: per_eps(jnp.asarray(v, jnp.float32)) for k, v in plan.budget.items()},
+        budget={k: per_eps(v) for k, v in plan.budget.items()},
         info=info,
         adjacency=plan.adjacency,
         mechanism=plan.mechanism,

@@ -10,3 +10,36 @@ import os
 
 _FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 os.environ["XLA_FLAGS"] = f"{_FAST_COMPILE} {os.environ.get('XLA_FLAGS', '')}".strip()
+
+import collections  # noqa: E402
+import contextlib  # noqa: E402
+import logging  # noqa: E402
+import re  # noqa: E402
+
+import jax  # noqa: E402
+
+
+@contextlib.contextmanager
+def count_compiles():
+    """Count XLA compilations inside the block, by function name (``jax_log_compiles``).
+
+    Yields a ``collections.Counter`` of the names JAX logs as ``Compiling jit(NAME)``.
+    """
+    counter = collections.Counter()
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            match = re.match(r"Compiling jit\(([^)]*)\)", record.getMessage())
+            if match:
+                counter[match.group(1)] += 1
+
+    handler = Handler(level=logging.DEBUG)
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    previous = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield counter
+    finally:
+        jax.config.update("jax_log_compiles", previous)
+        logger.removeHandler(handler)

@@ -22,8 +22,8 @@ Tags (``c0 >> 5``):
 * ``ROOT``: the root's own draw (PMM root count; PrivTree root split test);
 * ``LEAF``: a PrivTree leaf's Laplace mass;
 * ``PLACE + t``: words ``2t, 2t+1`` of a PrivTree leaf's uniform representative;
-* ``POINT + t``: words ``2t, 2t+1`` of the uniform position of synthetic point ``i``
-  (counter ``c1 = i``) of the PMM family;
+* ``POINT``: a leaf's point key (the PMM family's uniform placement), whose words
+  ``POINT + 1 + t`` of counter ``j`` place the leaf's ``j``-th synthetic point;
 * ``SELECT``: the Gumbel word of candidate ``a`` (``c1 = a``) of Adaptive Pruned-PMM;
 * ``SHIFT``: words of the public shift ``U`` of shifted PrivTree (``c1 = ⌊c/2⌋``);
 * ``MAIN``: the key of Adaptive Pruned-PMM's synthesis run (the block's two words).
@@ -42,7 +42,7 @@ EXPAND, ROOT, LEAF, CHUNK, SELECT, SHIFT, MAIN = 1, 2, 3, 4, 5, 6, 7
 PLACE = 16
 """First tag of a PrivTree leaf's placement words (``PLACE + t``, ``t < 8``)."""
 POINT = 32
-"""First tag of a synthetic point's placement words (``POINT + t``, ``t < 32``)."""
+"""Tag of a leaf's point key; ``POINT + 1 + t`` (``t < 31``) its points' placement words."""
 LEVELS_PER_CHUNK = 32
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -121,11 +121,19 @@ def as_raw_key(key) -> jax.Array:
     return jnp.asarray(key)
 
 
-def replicate_keys(key, seeds) -> jax.Array:
-    """Raw keys [S, 2] of replicates ``fold_in(key, s)`` for seed indices ``seeds`` [S].
+@jax.jit
+def _fold_in(key, seeds):
+    base = jax.random.wrap_key_data(key)
+    return jax.random.key_data(jax.vmap(lambda s: jax.random.fold_in(base, s))(seeds))
 
-    The same replicate key serves every ε (common random numbers across ε).
+
+def replicate_keys(key, seeds) -> np.ndarray:
+    """Raw keys [S, 2] (NumPy uint32) of replicates ``fold_in(key, s)`` for seeds [S].
+
+    The same replicate key serves every ε (common random numbers across ε).  Seeds are
+    padded to a power of two before the (jitted) hash, so seed counts share compilations.
     """
-    base = jax.random.wrap_key_data(as_raw_key(key))
-    idx = jnp.asarray(np.asarray(seeds, np.uint32))
-    return jax.random.key_data(jax.vmap(lambda s: jax.random.fold_in(base, s))(idx))
+    seeds = np.asarray(seeds, np.uint32).ravel()
+    padded = np.zeros(1 << max(0, (len(seeds) - 1).bit_length()), np.uint32)
+    padded[: len(seeds)] = seeds
+    return np.asarray(_fold_in(as_raw_key(key), padded))[: len(seeds)]

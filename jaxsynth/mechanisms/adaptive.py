@@ -82,7 +82,7 @@ from jaxsynth import engine
 from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.frontier import capacity_bucket, path_words
+from jaxsynth.core.frontier import path_words
 from jaxsynth.core.validate import (
     check_choice,
     check_epsilon,
@@ -90,12 +90,7 @@ from jaxsynth.core.validate import (
     check_positive_number,
 )
 from jaxsynth.mechanisms import pmm_kernels
-from jaxsynth.mechanisms.pmm import (
-    PLACEMENTS,
-    ROOT_NOISE_BOUND,
-    metric_tables,
-    piece_size,
-)
+from jaxsynth.mechanisms.pmm import PLACEMENTS, metric_tables, piece_size, root_capacity
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -427,7 +422,7 @@ class AdaptivePrunedPMM:
         R = -(-R // DEPTH_BUCKET) * DEPTH_BUCKET
         stacked = _stack(selections, R)
         eps_sel, eps_main = self.split(eps)
-        capacity = capacity_bucket(math.ceil(tree.n + ROOT_NOISE_BOUND / eps_main.min() + 1))
+        capacity = root_capacity(tree.n, eps_main)
         P = piece_size("sparse")
         points = capacity if self.placement == "uniform" else 0
         static = pmm_kernels.SparseStatic(

@@ -29,6 +29,7 @@ MAX_DENSE_DEPTH = 30
 """The complete-tree kernel never builds more than 2^31 nodes per replicate."""
 ROOT_NOISE_BOUND = 22.2
 """``|λ_∅| ≤ 22.2 σ_0`` for every draw (``noise`` module: ``E ≤ 31 ln 2``, ``h ≤ ln 2``)."""
+COMMON_ROOT_SCALE = 10.0
 PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 256, "default": 2048}}
 """Nodes per piece: cache-sized on a CPU, wide on accelerators."""
 
@@ -49,6 +50,22 @@ def metric_tables(depth: int, d: int) -> dict:
             np.stack([partition.diameter(levels, d, m) for m in pmm_kernels.METRICS]), jnp.float32
         ),
     }
+
+
+def root_capacity(n: int, inv_sigma0) -> int:
+    """Slots for every root mass ``m ≤ n + 22.2 σ_0`` (``ROOT_NOISE_BOUND``): no overflow.
+
+    Sized for root scales up to ``COMMON_ROOT_SCALE`` at least, so budgets ε ≥ 0.1 share
+    one shape (and one compilation).
+    """
+    sigma0 = max(float(np.max(1.0 / np.asarray(inv_sigma0))), COMMON_ROOT_SCALE)
+    largest = n + ROOT_NOISE_BOUND * sigma0 + 1
+    if largest >= SATURATION:
+        raise ValueError(
+            f"root_scale/eps: the synthetic size m = n + LapZ(σ0) can reach {largest:.3g}, "
+            "beyond the 2^30 supported; use a smaller root_scale or a larger eps"
+        )
+    return capacity_bucket(math.ceil(largest))
 
 
 def _by_depth(static, key, params, shared):
@@ -128,13 +145,7 @@ class _PMMFamily:
                 inv[i, :r] /= 2.0  # the level scales of the replacement schedule for ε spend ε/2
             for k, v in parts.items():
                 budget[k].append(v)
-        largest_mass = n + ROOT_NOISE_BOUND / inv0.min() + 1
-        if largest_mass >= SATURATION:
-            raise ValueError(
-                f"root_scale/eps: the synthetic size m = n + LapZ(σ0) can reach {largest_mass:.3g}, "
-                f"beyond the 2^30 supported; use a smaller root_scale or a larger eps"
-            )
-        capacity = capacity_bucket(math.ceil(largest_mass))
+        capacity = root_capacity(n, inv0)
         params = {
             "inv_sigma": np.asarray(inv, np.float32),
             "inv_sigma0": np.asarray(inv0, np.float32),

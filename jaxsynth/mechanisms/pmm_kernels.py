@@ -99,17 +99,30 @@ def planar_lower(index, level, d: int, max_level: int):
     return jax.lax.fori_loop(0, max_level, bit, jnp.zeros(index.shape + (d,), jnp.float32))
 
 
-def uniform_points(key, mass, lower, side, count: int):
-    """``count`` synthetic points, ``mass[l]`` uniform in leaf ``l`` (SPEC §2 step 5).
+def uniform_points(leaf_key, leaf_word, depth, mass, lower, side, count: int):
+    """``count`` synthetic points, ``mass[l]`` i.i.d. uniform in leaf ``l`` (SPEC §2 step 5).
 
-    Point ``i`` (in leaf order) is ``lower + u·side`` with ``u`` from the words
-    ``POINT + t`` of counter ``i``; points past ``Σ mass`` get weight 0.
-    Returns (points [count, d], weights [count]).
+    The ``j``-th point of a leaf draws its position from the leaf's own words, so every
+    engine places the same points: the leaf key ``H(chunk key, (POINT·32 + depth, path
+    word))``, then words ``POINT + 1 + t`` of counter ``j``.  Points are listed in leaf
+    order; slots past ``Σ mass`` get weight 0.
+
+    Args:
+      leaf_key: ``(k0, k1)`` [L] chunk keys of the leaves; leaf_word: [L] their path words.
+      depth: the leaves' level.
+      mass: [L] int32 leaf masses; lower: [L, d] corners; side: [d] cell sides.
+      count: static number of points (at least ``Σ mass``).
+
+    Returns:
+      (points [count, d], weights [count]).
     """
     d = lower.shape[-1]
     index = jnp.arange(count, dtype=jnp.int32)
-    leaf = jnp.minimum(jnp.searchsorted(jnp.cumsum(mass), index, side="right"), mass.shape[0] - 1)
-    blocks = [K.draw(key, K.POINT + t, 0, index.astype(jnp.uint32)) for t in range(-(-d // 2))]
+    ends = jnp.cumsum(mass)
+    leaf = jnp.minimum(jnp.searchsorted(ends, index, side="right"), mass.shape[0] - 1)
+    rank = (index - (ends[leaf] - mass[leaf])).astype(jnp.uint32)
+    own = K.draw((leaf_key[0][leaf], leaf_key[1][leaf]), K.POINT, depth, leaf_word[leaf])
+    blocks = [K.draw(own, K.POINT + 1 + t, 0, rank) for t in range(-(-d // 2))]
     u = noise.uniform(jnp.stack([w for pair in blocks for w in pair], axis=-1)[:, :d])
     corner = lower[leaf]
     points = jnp.minimum(corner + u * side, jnp.nextafter(corner + side, corner))
@@ -201,8 +214,13 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     }
     lower = planar_lower(index, depth, d, R)
     side = cell_side(depth, d)
-    if static.points:
-        out["points"], out["weights"] = uniform_points(key, leaf_mass, lower, side, static.points)
+    out["leaf_depth"] = jnp.full(static.points or index.shape[0], depth, jnp.int32)
+    if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key
+        keys = tuple(jnp.broadcast_to(k, index.shape) for k in key)
+        out["points"], out["weights"] = uniform_points(
+            keys, K.bit_reverse(index.astype(jnp.uint32)), depth, leaf_mass, lower, side,
+            static.points,
+        )
     else:
         out["points"], out["weights"] = lower + 0.5 * side, leaf_mass * inv_m
     return out
@@ -343,8 +361,12 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     }
     side = cell_side(depth, d)
     lower = frontier.lower_corners(leaves.path, depth, d)
+    out["leaf_depth"] = jnp.full(static.points or cap, depth, jnp.int32)
     if static.points:
-        out["points"], out["weights"] = uniform_points(key, mass, lower, side, static.points)
+        word = leaves.path[jnp.minimum(depth // K.LEVELS_PER_CHUNK, leaves.path.shape[0] - 1)]
+        out["points"], out["weights"] = uniform_points(
+            (leaves.key0, leaves.key1), word, depth, mass, lower, side, static.points
+        )
     else:
         out["points"], out["weights"] = lower + 0.5 * side, mass * inv_m
     return out

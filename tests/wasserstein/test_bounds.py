@@ -3,7 +3,7 @@
 Truth is POT's exact ``ot.emd2`` on the ℓ∞ (``chebyshev``) or ℓ2 (``euclidean``) cost
 matrix in float64, and ``scipy.stats.wasserstein_distance`` in 1-D.  The bracket must
 contain the truth on every instance (no tolerance: its margins are part of the claim).
-Fixtures and shapes come from ``test_w1_tree`` so compilations are shared.
+Fixtures and shapes come from ``test_tree`` so compilations are shared.
 """
 
 import jax
@@ -12,9 +12,9 @@ import ot
 import pytest
 import scipy.stats
 
-from jaxsynth.w1 import prepare_w1, w1
-from jaxsynth.w1.bracket import bracket, directions, projection_lower
-from tests.test_w1_tree import (
+from jaxsynth.wasserstein import prepare_w1, w1
+from jaxsynth.wasserstein.bounds import bracket, directions, projection_lower
+from tests.wasserstein.test_tree import (
     DEPTH,
     N_DATA,
     balanced_replicate,
@@ -132,7 +132,7 @@ def test_dispatcher_sinkhorn_loops_over_replicates():
 def test_dispatcher_sinkhorn_keys_per_replicate():
     """``key`` is folded with the flat replicate index: reproducible, and replicate i
     equals a direct ``w1_sinkhorn`` call with ``fold_in(key, i)``."""
-    from jaxsynth.w1.sinkhorn import w1_sinkhorn
+    from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
     X, out = _sinkhorn_case()
     key = jax.random.key(0)
@@ -176,11 +176,10 @@ def test_real_mechanism_outputs():
     their padding and shift conventions give valid trees, tree W1 equals the brute-force
     tree-metric reference, and the bracket contains POT's exact W1."""
     import jaxsynth as js
-    from jaxsynth.privtree import PrivTree
-    from tests import test_w1_tree as TT
+    from tests.wasserstein import test_tree as TT
 
     X = js.datasets.load("spiral", n=200, key=1)
-    for mech in (js.PrunedPMM(depth=5, placement="uniform"), PrivTree(shift=True)):
+    for mech in (js.PrunedPMM(depth=5, placement="uniform"), js.PrivTree(shift=True)):
         out = js.release_batch(3, mech, X, eps=[0.5, 2.0], seeds=2)
         flat = make_measure(
             *(

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from jaxsynth import partition
-from jaxsynth.datatree import DataTree
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree, DeviceTree
 
 
 def _boundary_data(rng, n, d):
@@ -65,6 +65,82 @@ def test_dense_counts_are_in_morton_order():
     for index in rng.choice(2**level, 20, replace=False):
         inside = np.all(partition.cell_index(X, level) == cells[index], axis=1)
         assert counts[index] == inside.sum()
+
+
+def _brute_planar_index(X, level):
+    """Planar index ``Σ_t b_t 2^t`` of every point's level cell, from ``cell_index``:
+    ``b_t`` is the last bit of the coordinate-``t mod d`` index at level ``t + 1``."""
+    d = X.shape[1]
+    index = np.zeros(len(X), np.int64)
+    for t in range(level):
+        index |= (partition.cell_index(X, t + 1)[:, t % d] & 1) << t
+    return index
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_planar_counts_match_brute_force(d):
+    rng = np.random.default_rng(10 + d)
+    X = _boundary_data(rng, 300, d)
+    depth = 7
+    tree = DataTree.build(X, 12)
+    flat = tree.planar_counts(depth)
+    assert flat.dtype == np.int32 and flat.shape == (2 ** (depth + 1) - 1,)
+    for level in range(depth + 1):
+        counts = flat[2**level - 1 : 2 ** (level + 1) - 1]
+        expect = np.bincount(_brute_planar_index(X, level), minlength=2**level)
+        np.testing.assert_array_equal(counts, expect)
+        # the same cells in Morton order are the dense counts
+        morton = np.zeros(2**level, np.int64)
+        morton[partition.planar_to_morton(level)] = counts
+        np.testing.assert_array_equal(morton, tree.dense_counts(depth)[level])
+    # planar order: the children of parent p are p (bit 0) and p + 2^j (bit 1)
+    for level in range(depth):
+        parents = flat[2**level - 1 : 2 ** (level + 1) - 1]
+        children = flat[2 ** (level + 1) - 1 : 2 ** (level + 2) - 1]
+        np.testing.assert_array_equal(children[: 2**level] + children[2**level :], parents)
+
+
+def test_planar_to_morton_is_bit_reversal():
+    for level in range(0, 11):
+        ref = [int(f"{i:0{level}b}"[::-1], 2) if level else 0 for i in range(2**level)]
+        np.testing.assert_array_equal(partition.planar_to_morton(level), ref)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_edge_weights(d, metric):
+    """``w_0 = 0``, ``w_j = (diam(j−1) − diam(j))/2`` with diameters of cells whose sides
+    are counted bisection by bisection; leaf distances telescope (SPEC §7)."""
+    depth = 17
+    w = partition.edge_weights(depth, d, metric)
+    assert w.shape == (depth + 1,) and w[0] == 0.0 and np.all(w >= 0)
+    side, diam = np.ones(d), []
+    for j in range(depth + 1):
+        diam.append(side.max() if metric == "linf" else np.sqrt(np.sum(side**2)))
+        side[j % d] /= 2  # the level-j cell is bisected along coordinate j mod d
+    diam = np.array(diam)
+    np.testing.assert_allclose(w[1:], (diam[:-1] - diam[1:]) / 2, rtol=1e-12, atol=0)
+    if metric == "linf":  # only levels j ≡ 0 (mod d) shrink the ℓ∞ diameter
+        j = np.arange(1, depth + 1)
+        assert np.all((w[1:] > 0) == (j % d == 0))
+    # two depth-r leaves with lowest common ancestor at level l: 2 Σ_{l<i≤r} w_i apart
+    for lca in range(depth):
+        assert 2 * w[lca + 1 :].sum() == pytest.approx(diam[lca] - diam[depth], rel=1e-12)
+
+
+def test_device_tree_and_cache():
+    rng = np.random.default_rng(3)
+    tree = DataTree.build(rng.random((60, 3)), 40)
+    dev = tree.device
+    assert isinstance(dev, DeviceTree) and dev.dim == 3 and dev.n == 60
+    np.testing.assert_array_equal(np.asarray(dev.words), tree.words)
+    np.testing.assert_array_equal(np.asarray(dev.split), tree.split)
+    np.testing.assert_array_equal(np.asarray(dev.table), tree.range_min_table)
+    assert tree.device is dev
+    calls = []
+    value = tree.cached("k", lambda: calls.append(1) or np.arange(3))
+    assert tree.cached("k", lambda: calls.append(1) or None) is value and len(calls) == 1
+    assert tree.cached("other", lambda: 5) == 5
 
 
 def test_deep_codes_beyond_one_word():

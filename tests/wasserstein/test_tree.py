@@ -18,11 +18,11 @@ import numpy as np
 import ot
 import pytest
 
-from jaxsynth import partition
-from jaxsynth.datatree import DataTree
-from jaxsynth.measure import SyntheticMeasure
-from jaxsynth.w1 import TreeData, prepare_w1, tree_w1, w1
-from jaxsynth.w1 import tree as T
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.wasserstein import TreeData, prepare_w1, tree_w1, w1
+from jaxsynth.wasserstein import tree as T
 
 RTOL, ATOL = 1e-5, 1e-7
 DEPTH = 8
@@ -73,7 +73,7 @@ def _inside(rng, lower, side):
 
 
 def pad_atoms(points, weights, leaf_depth, size=M_ATOMS):
-    """Zero padding as ``batching.pad_atoms`` does it: point 0, weight 0, depth 0 (root)."""
+    """Zero padding as the engines pad releases: point 0, weight 0, depth 0 (root)."""
     pad = size - len(weights)
     assert pad >= 0
     d = points.shape[1]
@@ -194,14 +194,14 @@ def test_morton_words_of_sum_exact():
         X = make_data(rng, d, 200).astype(np.float32).astype(np.float64)
         u = rng.random(d).astype(np.float32).astype(np.float64)
         np.testing.assert_array_equal(
-            np.stack(T.morton_words_of_sum(np, X, 0.0, depth, False), -1),
+            np.stack(partition.morton_words_of_sum(np, X, 0.0, depth, False), -1),
             partition.morton_words(X, depth),
         )
         np.testing.assert_array_equal(  # float32 inputs: the float64 sums are exact
-            np.stack(T.morton_words_of_sum(np, X, u, depth, True), -1),
+            np.stack(partition.morton_words_of_sum(np, X, u, depth, True), -1),
             partition.morton_words((X + u) / 2, depth),
         )
-    device = jax.jit(T.morton_words_of_sum, static_argnums=(0, 3, 4))
+    device = jax.jit(partition.morton_words_of_sum, static_argnums=(0, 3, 4))
     X = make_data(rng, 3, 200).astype(np.float32)
     u = rng.random(3).astype(np.float32)
     for shift in (np.zeros(3, np.float32), u):
@@ -213,7 +213,7 @@ def test_morton_words_of_sum_exact():
     u = np.array([0.5 - 2.0**-25], np.float32)
     assert np.float32(x[0, 0] + u[0]) != x[0, 0] + np.float64(u[0])
     np.testing.assert_array_equal(
-        np.stack(T.morton_words_of_sum(np, x, u, 40, True), -1),
+        np.stack(partition.morton_words_of_sum(np, x, u, 40, True), -1),
         partition.morton_words((x.astype(np.float64) + u) / 2, 40),
     )
 

@@ -12,8 +12,8 @@ import numpy as np
 import ot
 import pytest
 
-from jaxsynth.w1 import sinkhorn as sk
-from jaxsynth.w1.sinkhorn import SinkhornW1, w1_sinkhorn
+from jaxsynth.wasserstein import sinkhorn as sk
+from jaxsynth.wasserstein.sinkhorn import SinkhornW1, w1_sinkhorn
 
 SLACK = 1e-5
 POT_METRIC = {"linf": "chebyshev", "l2": "euclidean"}

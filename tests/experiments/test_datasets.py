@@ -1,4 +1,4 @@
-"""Tests for jaxsynth.datasets (SPEC §8): generators, intrinsic dimension, files, rescaling.
+"""Tests for jaxsynth.experiments.datasets (SPEC §8): generators, intrinsic dimension, files, rescaling.
 
 Occupied-cell counts are computed independently with ``partition.cell_index`` (distinct
 level-j cells).  Statistical checks use fixed keys; tolerances are stated where used.
@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 from scipy.spatial.distance import pdist
 
-from jaxsynth import datasets as ds
-from jaxsynth.partition import cell_index, coordinate_resolution
+from jaxsynth.core.partition import cell_index, coordinate_resolution
+from jaxsynth.experiments import datasets as ds
 
 SHAPES = [
     "two_moons", "spiral", "annulus", "s_curve", "pinwheel",

@@ -1,4 +1,4 @@
-"""Tests of rate estimation and plots (jaxsynth/rates.py, jaxsynth/plots.py; SPEC §9).
+"""Tests of rate estimation and plots (jaxsynth/experiments/rates.py, jaxsynth/experiments/plots.py; SPEC §9).
 
 Truth: synthetic sweeps with a known law ``W1 = c·(εn)^{-a}·noise`` (noise i.i.d. with
 mean 1, the same law in every cell, so ``log E W1`` is exactly linear with slope ``-a``).
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxsynth.plots import depth_plot, rate_plot
-from jaxsynth.rates import estimate_rate, theory
+from jaxsynth.experiments.plots import depth_plot, rate_plot
+from jaxsynth.experiments.rates import estimate_rate, theory
 
 EN = np.array([500.0, 1000.0, 2000.0, 4000.0, 8000.0])
 

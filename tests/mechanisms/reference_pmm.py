@@ -7,7 +7,7 @@ engines in law and as the baseline of ``benchmarks/bench_pmm.py``.
 
 import numpy as np
 
-from jaxsynth import partition
+from jaxsynth.core import partition
 
 
 def lapz(rng, sigma):

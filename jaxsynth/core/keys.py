@@ -128,11 +128,14 @@ def _fold_in(key, seeds):
 
 
 def replicate_keys(key, seeds) -> np.ndarray:
-    """Raw keys [S, 2] (NumPy uint32) of replicates ``fold_in(key, s)`` for seeds [S].
+    """Raw keys [S, 2] (NumPy uint32) of replicates ``fold_in(key, s)``.
 
-    The same replicate key serves every ε (common random numbers across ε).  Seeds are
-    padded to a power of two before the (jitted) hash, so seed counts share compilations.
+    ``seeds`` is a count ``S`` (seeds ``0..S−1``) or an array of seed indices.  The same
+    replicate key serves every ε (common random numbers across ε).  Seeds are padded to a
+    power of two before the (jitted) hash, so seed counts share compilations.
     """
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        seeds = np.arange(seeds)
     seeds = np.asarray(seeds, np.uint32).ravel()
     padded = np.zeros(1 << max(0, (len(seeds) - 1).bit_length()), np.uint32)
     padded[: len(seeds)] = seeds

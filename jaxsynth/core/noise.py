@@ -93,6 +93,7 @@ def noisy_count(word, count, inv_sigma):
     """
     t, mag = _magnitude(word, inv_sigma)
     positive = sign_bit(word) == 1
+    count = jnp.asarray(count, jnp.int32)
     value = jnp.clip(count + jnp.where(positive, mag, -mag), 0, SATURATION)
     scaled = count.astype(jnp.float32) * jnp.asarray(inv_sigma, jnp.float32)
     scaled = jnp.maximum(scaled + jnp.where(positive, t, -t), 0.0)

@@ -83,12 +83,21 @@ def _np(x):
 
 
 def assert_same_replicate(a: js.SyntheticMeasure, b: js.SyntheticMeasure):
-    """Two unbatched releases are identical, field by field."""
+    """Two unbatched releases are identical, field by field.
+
+    The in-kernel W1 sums are float32 reductions whose association XLA chooses per chunk
+    shape, so they may differ in the last bit between chunkings (observed: 1 ulp of
+    ``tree_l2`` between a chunk of 8 and a chunk of 1); they are compared to 1e-6.  Every
+    other field, the released measure included, must be bit-identical.
+    """
     for field in ("points", "weights", "leaf_depth", "size", "visited", "leaves", "depth"):
         np.testing.assert_array_equal(_np(getattr(a, field)), _np(getattr(b, field)), err_msg=field)
     assert set(a.info) == set(b.info)
     for k in a.info:
-        np.testing.assert_array_equal(_np(a.info[k]), _np(b.info[k]), err_msg=k)
+        if k in W1_FIELDS:
+            np.testing.assert_allclose(_np(a.info[k]), _np(b.info[k]), rtol=1e-6, err_msg=k)
+        else:
+            np.testing.assert_array_equal(_np(a.info[k]), _np(b.info[k]), err_msg=k)
 
 
 def check_release_and_chunking(mech, X, eps_list, e, out, seeds):

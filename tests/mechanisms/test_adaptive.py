@@ -20,21 +20,23 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxsynth import datasets
-from jaxsynth import keys as K
-from jaxsynth.adaptive import (
-    MAIN_TAG,
-    SELECTION_TAG,
+import dataclasses
+
+from jaxsynth import engine
+from jaxsynth.api import release, release_batch
+from jaxsynth.core import keys as K
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.experiments import datasets
+from jaxsynth.mechanisms.adaptive import (
     AdaptivePrunedPMM,
-    adaptive_replicate,
+    candidate_set,
+    main_key,
+    max_depth,
     select_candidate,
 )
-from jaxsynth.datatree import DataTree
-from jaxsynth.pmm import root_capacity
-from jaxsynth.pmm_core import root_mass
-from jaxsynth.pmm_sparse import sparse_pruned_pmm
-from jaxsynth.release import release, release_batch
-from jaxsynth.schedules import packing_scales
+from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS, root_mass, sparse_kernel
+from jaxsynth.mechanisms.schedules import packing_inverse_scales
+
 
 N, D, EPS = 200, 4, 16.0
 MECH = AdaptivePrunedPMM()
@@ -117,7 +119,7 @@ def test_candidates_match_formulas(n, d, eps, kind):
         # the budget is spent exactly, and the schedule is packing(s) at ε_main (SPEC §2)
         np.testing.assert_allclose(2 * np.sum(1 / cands.sigmas[a, :r]), em, rtol=1e-12)
         if d == 4 and a < d:  # one case: each call compiles a few small kernels
-            np.testing.assert_allclose(packing_scales(em, r, d, s), sig, rtol=1e-5)
+            np.testing.assert_allclose(1 / packing_inverse_scales(em, r, d, s), sig, rtol=1e-10)
     # an r_s* equal to r_s° is an exact duplicate and is switched off, nothing else is
     expect_active = [True] * d + [ref[d + i][1] != ref[i][1] for i in range(len(ref) - d)]
     np.testing.assert_array_equal(cands.active, expect_active)
@@ -274,10 +276,10 @@ def test_batch_outputs_and_accounting(small, batch):
 
 def test_release_matches_batch(small, batch):
     """``release(fold_in(key, s))`` is replicate ``s`` of the batch; its root mass is
-    ``max(1, n + LapZ(1/ε_main))`` drawn with the synthesis key ``fold_in(·, MAIN_TAG)``."""
+    ``max(1, n + LapZ(1/ε_main))`` drawn with the synthesis key ``main_key``."""
     _, tree = small
     for s in range(2):
-        key = jax.random.fold_in(jax.random.PRNGKey(0), s)
+        key = jax.random.fold_in(jax.random.key(0), s)
         one = release(key, MECH, tree, EPS)
         many = batch[0, s]
         size = min(one.weights.shape[-1], many.weights.shape[-1])
@@ -288,45 +290,47 @@ def test_release_matches_batch(small, batch):
             np.testing.assert_array_equal(one.info[name], many.info[name])
         assert (int(one.size), int(one.visited), int(one.depth)) == (
             int(many.size), int(many.visited), int(many.depth))
-        assert int(one.size) == int(root_mass(K.fold_in(key, MAIN_TAG), N, 1 / (0.9 * EPS)))
+        synthesis = main_key(jax.random.key_data(key))
+        assert int(one.size) == int(root_mass(synthesis, N, 0.9 * EPS))
 
 
 def test_key_tags_are_distinct():
-    assert len({SELECTION_TAG, MAIN_TAG, K.PLACEMENT_TAG, 0, 1, K.NOISE, K.COIN}) == 7
+    """Every draw has its own counter tag (``keys`` docstring); tags fit in ``c0 >> 5``."""
+    tags = [K.EXPAND, K.ROOT, K.LEAF, K.CHUNK, K.SELECT, K.SHIFT, K.MAIN]
+    tags += [K.PLACE + t for t in range(8)] + [K.POINT + t for t in range(32)]
+    assert len(set(tags)) == len(tags) and max(tags) < 2**27
 
 
 def test_deep_candidate_runs_in_linear_cost():
     """The ``s = 1`` candidate at ``d = 10``, ``n = 30000``, ``ε = 1``: depth ``L = 147``.
 
-    A complete tree would have 2^147 nodes; the sparse run visits ``≤ 1 + 2 m L``.
+    A complete tree would have 2^147 nodes; the sparse run visits ``≤ 1 + 2 m L``.  The
+    synthesis stage is sparse Pruned-PMM with the key ``main_key``, the candidate's
+    schedule and depth: run directly, it releases the same measure.
     """
     n, d, eps = 30000, 10, 1.0
     X = datasets.load("subspace", n=n, d=d, k=1, key=0)
     tree = DataTree.build(X, MECH.data_depth(n, d, eps))
     cands = MECH.candidate_set(n, d, eps)
     assert cands.depth[0] == tree.depth == 147
-    key = jax.random.PRNGKey(3)
-    sigma0 = jnp.float32(1 / 0.9)
-    capacity = root_capacity(K.fold_in(key, MAIN_TAG)[None], sigma0[None], n)
-    forced = np.where(np.arange(d) == 0, 0.0, np.inf)  # select s = 1 with probability 1
-    points, weights, m, visited, leaves, selected, depth = adaptive_replicate(
-        key, forced, cands.sensitivity, 0.1, jnp.asarray(cands.sigmas, jnp.float32),
-        jnp.asarray(cands.depth, jnp.int32), sigma0, tree.device,
-        capacity=capacity, uniform=False,
+    plan = MECH.plan(tree, [eps])
+    forced = np.where(np.arange(d) == 0, 0.0, np.inf)[None]  # select s = 1 with probability 1
+    plan = dataclasses.replace(plan, params={**plan.params, "gaps": forced.astype(np.float32)})
+    key = jax.random.key_data(jax.random.key(3))[None]
+    out = engine.run(plan, key)
+    assert (int(out["selected"][0, 0]), int(out["depth"][0, 0])) == (0, 147)
+    m, visited = int(out["size"][0, 0]), int(out["visited"][0, 0])
+    assert 1 < visited <= 1 + 2 * m * 147
+    assert 0 < int(out["leaves"][0, 0]) <= m
+    np.testing.assert_allclose(float(out["weights"].sum()), 1.0, rtol=1e-5)
+    direct = dataclasses.replace(
+        plan, kernel=sparse_kernel, order=None, info_fields=W1_FIELDS,
+        params={"inv_sigma": plan.params["inv_sigmas"][:, 0], "depth": np.array([147]),
+                "inv_sigma0": plan.params["inv_sigma0"]},
     )
-    jax.block_until_ready(weights)
-    assert (int(selected), int(depth)) == (0, 147)
-    assert 1 < int(visited) <= 1 + 2 * int(m) * 147
-    assert 0 < int(leaves) <= int(m)
-    np.testing.assert_allclose(float(weights.sum()), 1.0, rtol=1e-5)
-    # the synthesis stage is sparse Pruned-PMM with the fresh key fold_in(key, MAIN_TAG)
-    # and the selected candidate's schedule and depth (same shapes: no new compile)
-    direct = sparse_pruned_pmm(
-        K.fold_in(key, MAIN_TAG), jnp.asarray(cands.sigmas[0], jnp.float32), sigma0,
-        jnp.int32(147), tree.device, capacity=capacity, uniform=False,
-    )
-    for a, b in zip(direct, (points, weights, m, visited, leaves)):
-        np.testing.assert_array_equal(a, b)
+    again = engine.run(direct, np.asarray(main_key(key[0]))[None])
+    for field in ("points", "weights", "size", "visited", "leaves", "tree_linf"):
+        np.testing.assert_array_equal(out[field], again[field])
 
 
 # ---------------------------------------------------------------- validation

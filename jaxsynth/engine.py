@@ -289,7 +289,7 @@ def measure(plan: Plan, out: dict) -> SyntheticMeasure:
             np.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
         ))
 
-    info = {k: out[k] for k in plan.info_fields}
+    info = {k: out[k] for k in plan.info_fields + plan.atom_fields}
     info.update({k: per_eps(v) for k, v in plan.info.items()})
     result = SyntheticMeasure(
         points=out["points"],

@@ -59,6 +59,22 @@ def barrier(tree, token):
     )
 
 
+def fixed_sum(x, axis: int = -1):
+    """Sum along ``axis`` in a fixed pairwise order (static halvings, zero padding).
+
+    XLA may order a reduction differently for different batch sizes, which moves a float
+    sum in its last bits; elementwise additions in an order fixed by the code keep every
+    replicate's value the same whatever its chunk (``engine`` promise).
+    """
+    x = jnp.moveaxis(x, axis, -1)
+    size = 1 << max(0, (x.shape[-1] - 1).bit_length())
+    x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])])
+    while x.shape[-1] > 1:
+        half = x.shape[-1] // 2
+        x = x[..., :half] + x[..., half:]
+    return x[..., 0]
+
+
 def pieces(count, size: int):
     """Trip count covering ``[0, count)`` in pieces of ``size``, the batch maximum."""
     return batch_max((count + size - 1) // size)

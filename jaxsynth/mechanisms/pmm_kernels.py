@@ -186,7 +186,7 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
             m0 = jnp.where(valid, frontier.barrier(m0, token), 0)
             m1 = jnp.where(valid, parent - m0, 0)
             gap = jnp.abs(c0 * inv_n - m0 * inv_m) + jnp.abs(c1 * inv_n - m1 * inv_m)
-            term = term + jnp.sum(jnp.where(valid, gap, 0.0))
+            term = term + frontier.fixed_sum(jnp.where(valid, gap, 0.0))
             active = active + jnp.sum(valid & (parent > 0), dtype=jnp.int32)
             dst = jax.lax.dynamic_update_slice_in_dim(dst, m0, jnp.where(live, start, scratch), 0)
             dst = jax.lax.dynamic_update_slice_in_dim(
@@ -293,8 +293,8 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
             new = (jnp.where(bit == 1, p, lo), jnp.where(bit == 1, hi, p), k0, k1, word)
             new = tuple(jnp.where(valid, x, y) for x, y in zip(new, old))
             kept = jnp.where(bit == 1, hi - p, p - lo) * inv_n
-            gap = gap + jnp.sum(jnp.where(valid, jnp.abs(kept - inv_m), 0.0))
-            dead = dead + jnp.sum(jnp.where(valid, (hi - lo) * inv_n - kept, 0.0))
+            gap = gap + frontier.fixed_sum(jnp.where(valid, jnp.abs(kept - inv_m), 0.0))
+            dead = dead + frontier.fixed_sum(jnp.where(valid, (hi - lo) * inv_n - kept, 0.0))
             lo, hi, k0, k1 = frontier.write(
                 (units.lo, units.hi, units.key0, units.key1), start, new[:4]
             )
@@ -325,8 +325,8 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
             both = jnp.concatenate([valid, valid])
             data = counts * inv_n
             alive = both & (child_mass > 0)
-            gap = gap + jnp.sum(jnp.where(alive, jnp.abs(data - child_mass * inv_m), 0.0))
-            dead = dead + jnp.sum(jnp.where(both & ~alive, data, 0.0))
+            gap = gap + frontier.fixed_sum(jnp.where(alive, jnp.abs(data - child_mass * inv_m), 0.0))
+            dead = dead + frontier.fixed_sum(jnp.where(both & ~alive, data, 0.0))
             children = children._replace(extra=child_mass)
             kept, block = frontier.compact(alive & (child_mass >= 2), children)
             dst = frontier.write(dst, jnp.where(live, written, branch_cap), block)

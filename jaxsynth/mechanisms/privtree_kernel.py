@@ -65,6 +65,16 @@ class TreeStatic:
     uniform: bool = False
 
 
+def privtree_split(counts, level, word, lam, delta):
+    """PrivTree's split test ``max(c − kδ, −δ) + Lap(λ) > 0`` in count units (seed 000 §3).
+
+    ``counts`` and ``level`` are float32; ``word`` each node's word (``noise.laplace``).
+    The clamp at ``−δ`` (``θ = 0``) is what makes PrivTree private.
+    """
+    biased = jnp.maximum(counts - level * delta, -delta)
+    return biased + noise.laplace(word, lam) > 0
+
+
 def shift_vector(key, d: int):
     """Public shift ``U`` [d] float32 on the midpoints ``(2k+1)·2^-23`` (``keys.SHIFT`` words)."""
     words = jnp.stack(K.draw(key, K.SHIFT, 0, jnp.arange(-(-d // 2), dtype=jnp.uint32)), -1)
@@ -154,8 +164,7 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
 
     def split_test(counts, level, word):
         if privtree:
-            biased = jnp.maximum(counts - level * params["delta"], -params["delta"])
-            return biased + noise.laplace(word, params["lam"]) > 0
+            return privtree_split(counts, level, word, params["lam"], params["delta"])
         return counts > params["theta"] + level * params["delta"]
 
     def leaf_noise(counts, nodes, level):
@@ -327,9 +336,9 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     scale = 2.0 if static.shifted else 1.0
     data = counts / n
     weights = shared["weights"][:, jnp.clip(level, 0, L)]  # [2, Q]; level 0 has weight 0
-    tree_w1 = scale * jnp.sum(jnp.where(child, weights * jnp.abs(data - mass), 0.0), axis=1)
+    tree_w1 = scale * frontier.fixed_sum(jnp.where(child, weights * jnp.abs(data - mass), 0.0))
     diam = shared["diameters"][:, jnp.clip(level, 0, L)]
-    within = 0.5 * scale * jnp.sum(jnp.where(leaf, diam * (data + mass), 0.0), axis=1)
+    within = 0.5 * scale * frontier.fixed_sum(jnp.where(leaf, diam * (data + mass), 0.0))
     # atoms: the leaves, moved to the front in table order; zero padding after them
     n_leaves, atoms = frontier.compact(
         leaf, (table["points"], mass, level, table["noisy"] / n)
@@ -338,7 +347,7 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     points, leaf_mass, leaf_level, noisy = (
         jnp.where(first, a, jnp.zeros_like(a)) for a in atoms
     )
-    weights_out = leaf_mass / jnp.sum(leaf_mass)
+    weights_out = leaf_mass / frontier.fixed_sum(leaf_mass)
     out = {
         "size": jnp.sum(weights_out > 0, dtype=jnp.int32),
         "visited": reached,

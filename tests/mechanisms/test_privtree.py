@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 
 import jaxsynth as js
-from jaxsynth import keys as K
-from jaxsynth import partition
-from jaxsynth import privtree as pt
-from jaxsynth.datatree import DataTree
+from jaxsynth.core import keys as K
+from jaxsynth.core import partition
+from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.frontier import REPLICATES
+from jaxsynth.mechanisms import privtree as pt
+from jaxsynth.mechanisms import privtree_kernel as ptk
 
-CAP, CAPACITY, EPS = 12, 128, [1.0, 4.0]
+CAP, CAPACITY, EPS = 12, 512, [1.0, 4.0]
 MECH = pt.PrivTree(depth_cap=CAP, capacity=CAPACITY)
 SHIFT = pt.PrivTree(shift=True, depth_cap=CAP, capacity=CAPACITY)
 
@@ -45,8 +47,8 @@ def shifted(X):
     return js.release_batch(7, SHIFT, X, eps=EPS, seeds=4)
 
 
-def _bits(n, key=0):
-    return jax.random.bits(jax.random.PRNGKey(key), (n, 2), jnp.uint32)
+def _words(n, key=0):
+    return jax.random.bits(jax.random.key(key), (n,), jnp.uint32)
 
 
 # ---------------------------------------------------------------- the split law
@@ -59,9 +61,9 @@ def test_split_frequency_matches_law(count, level):
     """Empirical split frequency vs ``P(Lap(λ) > −b)``; 5 binomial standard errors."""
     eps = 1.0
     lam, delta, _ = pt.privtree_scales(eps)
-    split = jax.jit(pt.privtree_split(lam, delta))
-    counts = jnp.full(N_DRAWS, count, jnp.int32)
-    freq = float(jnp.mean(split(counts, jnp.int32(level), _bits(N_DRAWS, count + 7 * level))))
+    counts = jnp.full(N_DRAWS, count, jnp.float32)
+    split = ptk.privtree_split(counts, jnp.float32(level), _words(N_DRAWS, count + 7 * level), lam, delta)
+    freq = float(jnp.mean(split))
     p = float(pt.split_probability(count, level, eps))
     assert abs(freq - p) < 5 * np.sqrt(p * (1 - p) / N_DRAWS)
 
@@ -72,8 +74,8 @@ def test_clamp_on_empty_deep_cell():
     Without the clamp ``b = −10δ`` and the probability would be ``2^-10/2 ≈ 5e-4``.
     """
     lam, delta, _ = pt.privtree_scales(0.5)
-    split = jax.jit(pt.privtree_split(lam, delta))
-    freq = float(jnp.mean(split(jnp.zeros(N_DRAWS, jnp.int32), jnp.int32(10), _bits(N_DRAWS, 3))))
+    split = ptk.privtree_split(jnp.zeros(N_DRAWS), jnp.float32(10), _words(N_DRAWS, 3), lam, delta)
+    freq = float(jnp.mean(split))
     assert pt.split_probability(0, 10, 0.5) == pytest.approx(0.25)
     assert abs(freq - 0.25) < 5 * np.sqrt(0.25 * 0.75 / N_DRAWS)
     unclamped = 0.5 * np.exp(-10 * delta / lam)
@@ -95,8 +97,7 @@ def test_mean_leaf_count_matches_exact_expectation(X):
     scale, clamp or descent would move the mean.  Seeds run in chunks of 4 (same
     compiled shape as the other tests).
     """
-    per_rep = pt._BYTES_PER_SLOT * CAPACITY * 1.5 * len(EPS)
-    out = js.release_batch(11, MECH, X, eps=EPS, seeds=200, memory_bytes=int(4 * per_rep))
+    out = js.release_batch(11, MECH, X, eps=EPS, seeds=200)
     tree = DataTree.build(X, CAP)
     leaves = np.asarray(out.leaves, np.float64)
     for e, row in zip(EPS, leaves):
@@ -202,13 +203,31 @@ def test_topdown_matches_bruteforce(which, batch, shifted):
         assert got.sum() == pytest.approx(1.0, abs=1e-5)
 
 
+def _reconstruct_tree(noisy):
+    """The kernel's reconstruction of the tree ``root → '0' (leaf), '1' → '10', '11'``."""
+    static = ptk.TreeStatic(capacity=8, piece=4, max_depth=2, dim=1)
+    table = {
+        "parent": jnp.array([-1, 0, 0, 2, 2, 0, 0, 0]), "level": jnp.array([0, 1, 1, 2, 2, 0, 0, 0]),
+        "count": jnp.array([4, 1, 3, 1, 2, 0, 0, 0]),
+        "leaf": jnp.array([False, True, False, True, True, False, False, False]),
+        "noisy": jnp.zeros(8).at[jnp.array([1, 3, 4])].set(jnp.asarray(noisy, jnp.float32)),
+        "points": jnp.zeros((1, 8)),
+    }
+    bounds = jnp.array([0, 1, 3, 5, 5])
+    shared = {"weights": jnp.ones((2, 3)), "diameters": jnp.ones((2, 3))}
+
+    def run(table):
+        return ptk._reconstruct(static, table, bounds, 5, False, 0, 4, shared, None)
+
+    batched = jax.tree_util.tree_map(lambda a: a[None], table)
+    return np.asarray(jax.vmap(run, axis_name=REPLICATES)(batched)["weights"][0, :3])
+
+
 def test_topdown_all_nonpositive_splits_evenly():
-    """Three leaves ``[1: '0', '10', '11']`` with all-negative masses: ``1/2, 1/4, 1/4``."""
-    lca = jnp.array([-1, 0, 1, -1], jnp.int32)
-    w = pt.topdown_weights(jnp.array([-1.0, -2.0, -0.5, 0.0]), lca, 3)
-    np.testing.assert_allclose(np.asarray(w[:3]), [0.5, 0.25, 0.25])
-    w = pt.topdown_weights(jnp.array([2.0, 3.0, -1.0, 0.0]), lca, 3)  # S_1 = 2: 2/4, 2/4·1, 0
-    np.testing.assert_allclose(np.asarray(w[:3]), [0.5, 0.5, 0.0])
+    """Leaves ``'0', '10', '11'`` with all-negative masses: ``1/2, 1/4, 1/4``."""
+    np.testing.assert_allclose(_reconstruct_tree([-1.0, -2.0, -0.5]), [0.5, 0.25, 0.25])
+    # S_'1' = 2, S_'0' = 2: 2/4 each; '10' takes all of '1' (its sibling is negative)
+    np.testing.assert_allclose(_reconstruct_tree([2.0, 3.0, -1.0]), [0.5, 0.5, 0.0])
 
 
 def test_duplicated_points_terminate_at_the_cap():
@@ -259,12 +278,14 @@ def test_representatives_inside_boxes(shift):
     u = None if u is None else jnp.asarray(u, jnp.float32)
 
     @jax.jit
-    def place(lower, level, keys):
-        a, b = pt.cell_boxes(lower, level, u)
-        return a, b, pt.representatives(a, b, keys, True), pt.representatives(a, b, keys, False)
+    def place(lower, level, k0, k1, word):
+        a, b = ptk._boxes(lower, level, u, 2)
+        return (a, b, ptk._representatives(lower, level, k0, k1, word, u, 2, True),
+                ptk._representatives(lower, level, k0, k1, word, u, 2, False))
 
-    keys = np.arange(1000, dtype=np.uint32).reshape(500, 2)
-    a, b, y, c = map(np.asarray, place(jnp.asarray(lower, jnp.float32), jnp.asarray(level), keys))
+    words = np.arange(1500, dtype=np.uint32).reshape(3, 500)
+    a, b, y, c = (np.asarray(v).T for v in place(jnp.asarray(lower.T, jnp.float32),
+                                                 jnp.asarray(level), *words))
     meets = np.all(b > a, axis=1)  # the others miss the window: the mechanism discards them
     assert meets.sum() > 100 and (shift or meets.all())
     a, b, y, c = a[meets], b[meets], y[meets], c[meets]
@@ -275,7 +296,8 @@ def test_representatives_inside_boxes(shift):
 
 def test_shift_vectors_are_exact_midpoints(shifted):
     U = np.asarray(shifted.info["shift"], np.float64)
-    np.testing.assert_array_equal(U[0], pt.shift_vectors(K.replicate_keys(7, 4), 2))
+    vectors = jax.vmap(lambda k: ptk.shift_vector(k, 2)[0])(K.replicate_keys(7, 4))
+    np.testing.assert_array_equal(U[0], np.asarray(vectors))
     k = U * 2**23
     assert np.all(k == np.round(k)) and np.all(k % 2 == 1)
     assert len(np.unique(U)) == U[0].size  # distinct per seed and coordinate
@@ -308,13 +330,13 @@ def test_shift_batch_order_invariance(X, shifted):
 
 def test_capacity_overflow_raises_or_doubles(X, monkeypatch):
     """A fixed capacity that overflows raises; the automatic mode doubles and reproduces."""
-    # key 2 at ε = 4 has 78 leaves: 64 slots overflow, the doubled 128 suffice
+    # key 2 at ε = 4 reaches more than 64 cells: 64 slots overflow
     with pytest.raises(ValueError, match="capacity=64 overflowed"):
         js.release(2, pt.PrivTree(depth_cap=CAP, capacity=64), X, eps=4.0)
     monkeypatch.setattr(pt.PrivTree, "_initial_capacity", lambda *a: 64)
     auto = js.release(2, pt.PrivTree(depth_cap=CAP), X, eps=4.0)
     fixed = js.release(2, MECH, X, eps=4.0)
-    assert int(auto.leaves) == 78 and int(auto.info["capacity"]) == 128
+    assert int(auto.visited) > 64 and int(auto.leaves) == int(fixed.leaves)
     size = int(fixed.leaves)
     for field in ("points", "weights", "leaf_depth"):
         np.testing.assert_array_equal(

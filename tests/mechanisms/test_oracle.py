@@ -5,8 +5,9 @@ import ot
 import pytest
 
 import jaxsynth as js
-from jaxsynth import oracle, partition
-from tests.test_privtree import EPS, MECH, SHIFT, clustered_data
+from jaxsynth.core import partition
+from jaxsynth.mechanisms import oracle
+from tests.mechanisms.test_privtree import EPS, MECH, SHIFT, clustered_data
 
 CAP = 12
 

@@ -287,7 +287,9 @@ class _Measurer:
             key = jax.random.key(int(key))
         result = np.empty(weights.shape[:2])
         for e, s in np.ndindex(*result.shape):
-            rep = None if key is None else jax.random.fold_in(key, int(seeds[s]))
+            # replicate (ε, s) gets js.w1(..., key=fold_in(key, s)) of its own measure, which
+            # folds in the measure's flat index 0: the same numbers as js.w1 on js.release
+            rep = None if key is None else jax.random.fold_in(jax.random.fold_in(key, int(seeds[s])), 0)
             result[e, s] = w1_sinkhorn(self.X, points[e, s], weights[e, s], metric=self.ground,
                                        key=rep, **options).value
         return result

@@ -149,7 +149,8 @@ def test_noisy_count_saturates_at_intermediate_scale():
     # P(value = 2^30 − 1) = P(Z ≥ 2^30 − 1 − c) = q^{2^30−1−c}/(1+q) and
     # P(value = 0) = P(Z ≤ −c) = q^c/(1+q): observed counts within 5 sd (sums of Bernoullis)
     c = np.asarray(c, np.float64)
-    for observed, p in ((value == SAT, 1 - _lapz_cdf(SAT - c - 1, 1e9)), (value == 0, _lapz_cdf(-c, 1e9))):
+    p_top, p_zero = 1 - _lapz_cdf(SAT - c - 1, 1e9), _lapz_cdf(-c, 1e9)
+    for observed, p in ((value == SAT, p_top), (value == 0, p_zero)):
         assert abs(observed.sum() - p.sum()) < 5 * np.sqrt(np.sum(p * (1 - p)))
     assert np.all(np.isfinite(np.asarray(scaled)))
 
@@ -291,7 +292,8 @@ def test_threefry_matches_jax():
         c0, c1 = rng.integers(0, 2**32, (2, n), dtype=np.uint64).astype(np.uint32)
         c0[:4], c1[:4] = [0, 0, 2**32 - 1, 5], [0, 2**32 - 1, 2**32 - 1, 0]
         x0, x1 = keys.threefry2x32(k[0], k[1], c0, c1)
-        ref = np.asarray(threefry_2x32((jnp.uint32(k[0]), jnp.uint32(k[1])), jnp.asarray(np.r_[c0, c1])))
+        keypair = (jnp.uint32(k[0]), jnp.uint32(k[1]))
+        ref = np.asarray(threefry_2x32(keypair, jnp.asarray(np.r_[c0, c1])))
         np.testing.assert_array_equal(np.asarray(x0), ref[:n])
         np.testing.assert_array_equal(np.asarray(x1), ref[n:])
 

@@ -1,4 +1,5 @@
-"""Tests for jaxsynth.experiments.datasets (SPEC §8): generators, intrinsic dimension, files, rescaling.
+"""Tests for jaxsynth.experiments.datasets (SPEC §8): generators, intrinsic dimension, files,
+rescaling.
 
 Occupied-cell counts are computed independently with ``partition.cell_index`` (distinct
 level-j cells).  Statistical checks use fixed keys; tolerances are stated where used.

@@ -14,6 +14,7 @@ raw key of ``fold_in(key(KEY), s)``; ``release`` on that key and a batch with a 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from fractions import Fraction
 
 import jax
@@ -259,6 +260,35 @@ def test_pmm_family_matches_reference(case):
         assert 1 in sizes and max(sizes) > 1
     if chunking:
         check_release_and_chunking(mech, X, eps_list, len(eps_list) - 1, out, seeds)
+
+
+def test_pmm_uniform_placement_matches_reference():
+    """Uniform placement: point ``i`` is ``lower + u_i·side`` of a leaf, ``u_i`` from its
+    ``POINT`` words, and every leaf holds as many points as its reference mass.  The leaf
+    a point index falls in depends on the engine's leaf order, so the check goes from
+    the point to its cell."""
+    X = data("d2")
+    n, d = X.shape
+    mech = js.PMM(depth=5, placement="uniform")
+    eps_list, seeds = [1.0], 3
+    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    plan = mech.plan(js.prepare(X, 5), eps_list)
+    results = _pmm_reference(mech, X, eps_list, seeds, "proportional", False, plan)
+    for (e, s), ref in results.items():
+        o = out[e, s]
+        m = ref.size
+        assert int(o.size) == m and int(o.leaves) == len(ref.leaves)
+        w, p = _np(o.weights), _np(o.points).astype(np.float64)
+        np.testing.assert_array_equal(w[:m], np.float32(1.0) / np.float32(m))
+        assert np.all(w[m:] == 0)
+        u = rpmm.uniform_offsets(rrng.replicate_key(KEY, s), m, d).astype(np.float64)
+        cells = [tuple(c) for c in cell_index(p[:m], 5).tolist()]
+        for i, cell in enumerate(cells):
+            lower = np.array([float(x) for x in rtree.lower_corner(cell, 5, d)])
+            side = np.array([float(x) for x in rtree.side(5, d)])
+            np.testing.assert_allclose(p[i], lower + u[i] * side, rtol=0, atol=1e-7)
+        assert Counter(cells) == Counter(ref.leaves)
+        check_w1(out.info, ref.w1, e, s)
 
 
 def test_pruned_pmm_depth_150_in_d10_matches_reference():

@@ -173,3 +173,11 @@ def tree_w1(counts: tree.Counts, masses: dict, m: int, depth: int) -> dict:
         out[f"tree_{metric}"] = total
         out[f"upper_{metric}"] = total + tree.diameter(depth, d, metric)
     return out
+
+
+def uniform_offsets(key, count: int, d: int) -> np.ndarray:
+    """Offsets ``u`` [count, d] in ``[0,1)`` of synthetic points ``i < count`` (uniform
+    placement): words ``2t, 2t+1`` of the ``POINT + t`` block of counter ``c1 = i``."""
+    blocks = [rng.draw(key, rng.POINT + t, 0, np.arange(count)) for t in range(-(-d // 2))]
+    words = np.stack([w for pair in blocks for w in pair], axis=-1)[:, :d]
+    return variates.uniform(words.reshape(-1)).reshape(count, d)

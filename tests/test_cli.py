@@ -18,8 +18,8 @@ import pytest
 
 import jaxsynth as js
 from jaxsynth.cli import main
-from jaxsynth.rates import estimate_rate
-from jaxsynth.simulate import simulate
+from jaxsynth.experiments.rates import estimate_rate
+from jaxsynth.experiments.sweep import simulate
 
 # the data and shapes of tests/test_simulate.py, so compilations are shared in a session
 SWEEP = ["--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300", "--depth", "4",

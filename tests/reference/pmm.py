@@ -175,9 +175,25 @@ def tree_w1(counts: tree.Counts, masses: dict, m: int, depth: int) -> dict:
     return out
 
 
-def uniform_offsets(key, count: int, d: int) -> np.ndarray:
-    """Offsets ``u`` [count, d] in ``[0,1)`` of synthetic points ``i < count`` (uniform
-    placement): words ``2t, 2t+1`` of the ``POINT + t`` block of counter ``c1 = i``."""
-    blocks = [rng.draw(key, rng.POINT + t, 0, np.arange(count)) for t in range(-(-d // 2))]
-    words = np.stack([w for pair in blocks for w in pair], axis=-1)[:, :d]
-    return variates.uniform(words.reshape(-1)).reshape(count, d)
+
+def uniform_points(key, leaves: dict, depth: int, d: int) -> dict:
+    """Uniform placement: {leaf cell: [points]} for the leaves ``{cell: mass}`` at ``depth``.
+
+    A leaf's point key is ``H(chunk key, (POINT·32 + depth mod 32, path word))`` (both
+    words); its ``j``-th point is ``lower + u·side`` with ``u`` from words ``2t, 2t+1`` of
+    ``H(point key, ((POINT + 1 + t)·32, j))`` (float64 here, exact up to the engine's
+    float32 rounding).
+    """
+    addr = rng.Addresser(key)
+    out = {}
+    side = np.array([float(x) for x in tree.side(depth, d)])
+    for cell, mass in leaves.items():
+        bits = tree.bits_of_cell(cell, depth, d)
+        chunk_key, word = addr.address(bits)
+        own = tuple(int(x) for x in rng.draw(chunk_key, rng.POINT, depth, word))
+        blocks = [rng.draw(own, rng.POINT + 1 + t, 0, np.arange(mass)) for t in range(-(-d // 2))]
+        words = np.stack([w for pair in blocks for w in pair], axis=-1)[:, :d]
+        u = variates.uniform(words.reshape(-1)).reshape(mass, d).astype(np.float64)
+        lower = np.array([float(x) for x in tree.lower_corner(cell, depth, d)])
+        out[cell] = lower + u * side
+    return out

@@ -99,8 +99,11 @@ class Nodes(NamedTuple):
 
 
 def path_words(max_depth: int) -> int:
-    """Words ``W`` of a path of up to ``max_depth`` levels."""
-    return max(1, -(-max_depth // K.LEVELS_PER_CHUNK))
+    """Words ``W`` of paths of up to ``max_depth`` levels.
+
+    A node at level ``32t`` owns the (empty) word ``t``, so ``⌊max_depth/32⌋ + 1`` words.
+    """
+    return max_depth // K.LEVELS_PER_CHUNK + 1
 
 
 def root(key, n, max_depth: int, extra) -> Nodes:

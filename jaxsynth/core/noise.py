@@ -41,11 +41,15 @@ COUNT_BITS = 30
 
 
 def _exact_uniform(word, bits: int):
-    """``u = (k + 1/2)·2^{-bits}`` as an exact pair ``(s, e)``, ``u = s + e``, ``s = fl(u)``."""
-    k = (word & jnp.uint32(2**bits - 1)).astype(jnp.int32)
-    k_hi = k.astype(jnp.float32)  # exact below 2^24, else rounded to 24 bits
-    hi = k_hi * jnp.float32(2.0**-bits)
-    lo = ((k - k_hi.astype(jnp.int32)).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-bits)
+    """``u = (k + 1/2)·2^{-bits}`` as an exact pair ``(s, e)``, ``u = s + e``, ``s = fl(u)``.
+
+    ``k`` (the low ``bits`` bits) is split into its top 24 bits and the rest, both exact
+    in float32; TwoSum then gives the rounded sum and its exact error.
+    """
+    k = word & jnp.uint32(2**bits - 1)
+    low_mask = jnp.uint32(2 ** max(0, bits - 24) - 1)
+    hi = (k & ~low_mask).astype(jnp.float32) * jnp.float32(2.0**-bits)
+    lo = ((k & low_mask).astype(jnp.float32) + 0.5) * jnp.float32(2.0**-bits)
     s = hi + lo  # TwoSum: s + e = hi + lo exactly
     bb = s - hi
     e = (hi - (s - bb)) + (lo - bb)
@@ -84,7 +88,11 @@ def discrete_laplace(word, inv_sigma):
 
 
 def noisy_count(word, count, inv_sigma):
-    """``(c + Z)_+`` for ``Z ~ LapZ(σ)``: (int32 saturated value, float32 ``ν·(c + Z)_+``).
+    """``(c + Z)_+`` for ``Z ~ LapZ(σ)``: (int32 saturated value, float32 scaled value).
+
+    The scaled value is ``ν·(c ± T)_+`` with ``T = E + h`` the magnitude before its floor
+    (``|Z| = ⌊T/ν⌋``), within ``ν`` of ``ν·(c + Z)_+``: the ratio of two saturated counts
+    needs nothing finer.
 
     Args:
       word: uint32 words, one per count.

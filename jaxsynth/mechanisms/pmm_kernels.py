@@ -360,10 +360,10 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
         **_w1_outputs(w1, depth, shared["diameters"]),
     }
     side = cell_side(depth, d)
-    lower = frontier.lower_corners(leaves.path, depth, d)
+    lower = jnp.where((slot < count)[:, None], frontier.lower_corners(leaves.path, depth, d), 0.0)
     out["leaf_depth"] = jnp.full(static.points or cap, depth, jnp.int32)
     if static.points:
-        word = leaves.path[jnp.minimum(depth // K.LEVELS_PER_CHUNK, leaves.path.shape[0] - 1)]
+        word = leaves.path[depth // K.LEVELS_PER_CHUNK]
         out["points"], out["weights"] = uniform_points(
             (leaves.key0, leaves.key1), word, depth, mass, lower, side, static.points
         )

@@ -77,12 +77,16 @@ def wasserstein_1d(u, u_weights, v, v_weights) -> jax.Array:
     q_v = v_weights / jnp.sum(v_weights)
     z = jnp.concatenate([u, v])
     order = jnp.argsort(z)
-    return _integral(z[order], order < u.shape[0], jnp.concatenate([q_u, -q_v])[order])
+    s = jnp.concatenate([q_u, -q_v])[order]
+    return _integral(z[order], order < u.shape[0], *_exact_split(s))
 
 
-def _integral(z, is_u, s):
-    """``∫|F − G|`` from the merged sorted support ``z`` and signed weights ``s`` (``+`` for u)."""
-    hi, lo = _exact_split(s)
+def _integral(z, is_u, hi, lo):
+    """``∫|F − G|`` from the merged sorted support ``z`` and signed weights ``hi + lo``.
+
+    ``hi`` on the ``2^-21`` grid and ``|lo| ≤ 2^-22`` (``_exact_split``; ``+`` for u).
+    """
+    s = hi + lo
     # cumsum(hi) is exact; the small lo parts are summed in float32, so the CDF difference
     # is accurate to about one float32 rounding of its value.
     hi_u, lo_u = jnp.where(is_u, hi, 0.0), jnp.where(is_u, lo, 0.0)
@@ -114,13 +118,19 @@ def w1_against_sorted(x_sorted, v, v_weights):
     sorted_keys = jnp.sort(keys)
     rank = jnp.searchsorted(sorted_keys, keys, side="left")
     v_sorted = jax.lax.bitcast_convert_type(sorted_keys, jnp.float32)
-    w_sorted = jnp.zeros(m, jnp.float32).at[rank].add(v_weights / jnp.sum(v_weights))
+    # tied atoms share a slot: their weights are merged exactly (hi parts on the 2^-21
+    # grid add without rounding; the small lo parts are what float32 rounds)
+    w_hi, w_lo = _exact_split(v_weights / jnp.sum(v_weights))
+    hi_sorted = jnp.zeros(m, jnp.float32).at[rank].add(w_hi)
+    lo_sorted = jnp.zeros(m, jnp.float32).at[rank].add(w_lo)
     data_at = jnp.arange(n) + jnp.searchsorted(v_sorted, x_sorted, side="right")
     atom_at = jnp.arange(m) + jnp.searchsorted(x_sorted, v_sorted, side="left")
+    d_hi, d_lo = _exact_split(jnp.full(n, 1.0 / n, jnp.float32))
     z = jnp.zeros(n + m, jnp.float32).at[data_at].set(x_sorted).at[atom_at].set(v_sorted)
-    s = jnp.zeros(n + m, jnp.float32).at[data_at].set(1.0 / n).at[atom_at].set(-w_sorted)
+    hi = jnp.zeros(n + m, jnp.float32).at[data_at].set(d_hi).at[atom_at].set(-hi_sorted)
+    lo = jnp.zeros(n + m, jnp.float32).at[data_at].set(d_lo).at[atom_at].set(-lo_sorted)
     is_u = jnp.zeros(n + m, bool).at[data_at].set(True)
-    return _integral(z, is_u, s)
+    return _integral(z, is_u, hi, lo)
 
 
 @jax.jit

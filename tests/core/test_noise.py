@@ -205,12 +205,6 @@ def test_exponential_tiny_values_near_one():
     np.testing.assert_allclose(e, _exponential_reference(words, 30), rtol=2.0**-22)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="package bug: for bits=31, k ≥ 2^31 − 64 rounds to 2^31 in float32 and the "
-    "int32 conversion in noise._exact_uniform saturates, so u is one grid step too "
-    "large (E negative for k = 2^31 − 1)",
-)
 def test_exponential_tiny_values_near_one_31_bits():
     """The same accuracy claim for the 31-bit draws of ``laplace`` and ``gumbel_argmax``."""
     near = np.uint32(2**31) - np.arange(1, 4097, dtype=np.uint32)

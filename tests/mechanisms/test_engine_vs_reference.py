@@ -35,7 +35,6 @@ from tests.reference import tree as rtree
 KEY = 7
 W1_FIELDS = ("tree_linf", "tree_l2", "upper_linf", "upper_l2")
 
-
 # ------------------------------------------------------------------ data
 
 
@@ -108,16 +107,16 @@ def assert_same_replicate(a: js.SyntheticMeasure, b: js.SyntheticMeasure):
 
 
 def check_release_and_chunking(mech, X, eps_list, e, out, seeds):
-    """``release(fold_in(key, s))`` and a batch chunked one replicate at a time (small
-    ``memory_bytes``) reproduce ``out[e, s]`` exactly, for every seed."""
-    eps = eps_list[e]
-    tree = js.prepare(X, mech.data_depth(X.shape[0], X.shape[1], [eps]))
-    plan = mech.plan(tree, [eps])
-    small = js.release_batch(KEY, mech, X, eps=[eps], seeds=seeds,
+    """A batch chunked one replicate at a time (``memory_bytes`` for one replicate)
+    reproduces every ``out[e, s]`` exactly, and so does ``release(fold_in(key, s))``."""
+    tree = js.prepare(X, mech.data_depth(X.shape[0], X.shape[1], eps_list))
+    plan = mech.plan(tree, eps_list)
+    small = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds,
                              memory_bytes=int(1.5 * plan.bytes_per_replicate))
-    for s in range(seeds):
-        assert_same_replicate(small[0, s], out[e, s])
-    s = seeds - 1
+    for i in range(len(eps_list)):
+        for s in range(seeds):
+            assert_same_replicate(small[i, s], out[i, s])
+    eps, s = eps_list[e], seeds - 1
     one = js.release(jax.random.fold_in(jax.random.key(KEY), s), mech, X, eps=eps)
     assert_same_replicate(one, out[e, s])
 
@@ -263,7 +262,7 @@ def test_pmm_uniform_placement_matches_reference():
     and every leaf holds as many points as its reference mass.  Points are grouped by the
     cell that holds them (a leaf's points are consecutive, in rank order)."""
     X = data("d2")
-    n, d = X.shape
+    d = X.shape[1]
     mech = js.PMM(depth=5, placement="uniform")
     eps_list, seeds = [1.0], 3
     out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
@@ -283,6 +282,26 @@ def test_pmm_uniform_placement_matches_reference():
             got = p[:m][[c == cell for c in cells]]
             np.testing.assert_allclose(got, points, rtol=0, atol=1e-7)
         check_w1(out.info, ref.w1, e, s)
+
+
+def test_sparse_uniform_placement_at_depth_32():
+    """Leaves at level 32 (the first level of the second chunk): their path word is empty."""
+    X = data("few2")
+    d = X.shape[1]
+    mech = js.PrunedPMM(depth=32, engine="sparse", placement="uniform")
+    eps_list, seeds = [2.0], 2
+    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    plan = mech.plan(js.prepare(X, 32), eps_list)
+    results = _pmm_reference(mech, X, eps_list, seeds, "zero_respecting", True, plan)
+    for (e, s), ref in results.items():
+        m = ref.size
+        p = _np(out.points[e, s])[:m].astype(np.float64)
+        cells = [tuple(c) for c in cell_index(p, 32).tolist()]
+        assert Counter(cells) == Counter(ref.leaves)
+        want = rpmm.uniform_points(rrng.replicate_key(KEY, s), ref.leaves, 32, d)
+        for cell, points in want.items():
+            got = p[[c == cell for c in cells]]
+            np.testing.assert_allclose(got, points, rtol=0, atol=1e-7)
 
 
 def test_pruned_pmm_depth_150_in_d10_matches_reference():
@@ -355,20 +374,14 @@ def privtree_cap(n: int, d: int, eps: float) -> int:
     return min(22, math.ceil(math.log2(eps * n)) + 1) * d
 
 
-PRIVTREE_CASES = [(False, "center"), (False, "uniform"), (True, "center"), (True, "uniform")]
-
-
-@pytest.mark.parametrize("shift, placement", PRIVTREE_CASES)
-def test_privtree_matches_reference(shift, placement):
-    X = data("d2")
+def _check_privtree(mech, X, eps_list, seeds, caps):
+    """Every replicate of a PrivTree batch against the reference; returns the batch."""
     n, d = X.shape
-    mech = js.PrivTree(shift=shift, placement=placement)
-    eps_list, seeds = [0.5, 2.0], 3
+    shift, placement = mech.shift, mech.placement
     out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
     noisy_mass = _np(out.info["noisy_mass"])  # the released p̃_Q [E, S, M]
     counts = rtree.Counts(X)
-    for e, eps in enumerate(eps_list):
-        cap = privtree_cap(n, d, eps)
+    for e, (eps, cap) in enumerate(zip(eps_list, caps)):
         assert int(out.info["depth_cap"][e, 0]) == cap
         for s in range(seeds):
             key = rrng.replicate_key(KEY, s)
@@ -411,8 +424,33 @@ def test_privtree_matches_reference(shift, placement):
             assert seen == set(ref.leaves)
             assert int(o.size) == sum(1 for v in ref.leaves.values() if v.mass > 0)
             check_w1(out.info, ref.w1, e, s)
+    return out
+
+
+PRIVTREE_CASES = [(False, "center"), (False, "uniform"), (True, "center"), (True, "uniform")]
+
+
+@pytest.mark.parametrize("shift, placement", PRIVTREE_CASES)
+def test_privtree_matches_reference(shift, placement):
+    X = data("d2")
+    n, d = X.shape
+    mech = js.PrivTree(shift=shift, placement=placement)
+    eps_list, seeds = [0.5, 2.0], 3
+    out = _check_privtree(mech, X, eps_list, seeds, [privtree_cap(n, d, e) for e in eps_list])
     if shift and placement == "uniform":
         check_release_and_chunking(mech, X, eps_list, 1, out, seeds)
+
+
+@pytest.mark.parametrize("cap", [
+    33, 32,
+])
+def test_privtree_leaves_past_a_chunk_boundary(cap):
+    """Duplicated points grow the tree to the cap: LEAF and PLACE words of leaves in the
+    second 32-level chunk (level 33), and on the boundary itself (level 32)."""
+    X = np.repeat(np.array([[0.3, 0.6], [0.7, 0.2]]), 100, axis=0)
+    mech = js.PrivTree(depth_cap=cap, placement="uniform")
+    out = _check_privtree(mech, X, [8.0], 1, [cap])
+    assert np.any(_np(out.leaf_depth) == cap)
 
 
 # ------------------------------------------------------------------ threshold oracles

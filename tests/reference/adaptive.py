@@ -35,7 +35,10 @@ def candidates(counts: tree.Counts, eps: float, frac_sel: float = 0.1, C: float 
     L = math.floor(d * math.log2(eps_main * n))
     depths, invs, scores, terms = [], [], [], []
     for s in range(1, d + 1):
-        r = L if s == 1 else max(1, math.floor(d / s * math.log2(1 + eps_main * n * ((s - 1) / d) ** 2)))
+        if s == 1:
+            r = L
+        else:
+            r = max(1, math.floor(d / s * math.log2(1 + eps_main * n * ((s - 1) / d) ** 2)))
         q = 2.0 ** ((s - 1) / (2.0 * d))
         A = 2.0 * math.fsum(q**j for j in range(r))
         sigma = [A / (eps_main * q**j) for j in range(r)]  # σ_{j+1}, j = 0..r−1

@@ -29,7 +29,7 @@ def uniform_schedule(eps: float, depth: int) -> np.ndarray:
 
 
 def packing_schedule(eps: float, depth: int, d: int, k: float) -> np.ndarray:
-    """``q = 2^{(k−1)/(2d)}``, ``S_r = Σ_{j<r} q^j``, ``σ_i = 2S_r/(ε q^{i−1})``: ``1/σ_i``."""
+    """``1/σ_i`` of ``σ_i = 2S_r/(ε q^{i−1})``, ``q = 2^{(k−1)/(2d)}``, ``S_r = Σ_{j<r} q^j``."""
     log2q = (k - 1.0) / (2.0 * d)
     # 1/σ_i = ε q^{i−1} / (2 S_r) = ε / (2 Σ_j q^{j−(i−1)}), summed in float64
     return np.array([

@@ -30,12 +30,12 @@ MAX_BISECTIONS = 22
 class Node:
     bits: tuple
     count: int
-    parent: "Node | None" = None
+    parent: Node | None = None
     children: list = dataclasses.field(default_factory=list)
     leaf: bool = True
-    noisy: np.float32 = np.float32(0.0)  # leaf noisy count (count units)
-    subtotal: np.float32 = np.float32(0.0)  # S_v
-    mass: float = 0.0
+    noisy: float = 0.0  # leaf noisy count (count units, a float32 value)
+    subtotal: float = 0.0  # S_v (float32 value)
+    mass: float = 0.0  # reconstructed mass (float32 value)
 
     @property
     def level(self):

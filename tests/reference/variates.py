@@ -44,5 +44,3 @@ def exponential(words, bits: int = 31):
     w, k = _pad(words, np.uint32)
     return np.asarray(noise.exponential(w, bits), np.float32)[:k]
 
-
-SATURATION = noise.SATURATION

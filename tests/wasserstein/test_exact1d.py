@@ -18,10 +18,6 @@ from jaxsynth.wasserstein.exact1d import w1_against_sorted, w1_exact1d, wasserst
 
 RTOL = 1e-6
 CASES = 16
-TIES_BUG = (
-    "package bug: w1_against_sorted merges tied atoms' weights with a float32 scatter-add "
-    "before the exact hi/lo split, so with many tied atoms its error exceeds 1e-6 relative"
-)
 
 
 def _scipy(u, uw, v, vw):
@@ -86,7 +82,7 @@ def test_matches_scipy(n, m, kind):
         (17, 23, "ties"),
         (64, 64, "zeros"),
         (300, 200, "close"),
-        pytest.param(2000, 500, "ties", marks=pytest.mark.xfail(reason=TIES_BUG)),
+        (2000, 500, "ties"),
         (2000, 2000, "plain"),
     ],
 )
@@ -110,7 +106,6 @@ def test_against_sorted_matches_scipy(n, m, kind):
     np.testing.assert_allclose(got, full, rtol=RTOL, atol=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason=TIES_BUG)
 def test_against_sorted_heavy_atom_ties():
     """20000 atoms on 16 values (as axis projections of cell centres tie): relative error
     up to 2.3e-6 measured, while ``wasserstein_1d`` stays within ``RTOL`` on the same inputs."""

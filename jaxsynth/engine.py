@@ -19,8 +19,12 @@ A plan may give an ``order`` function, a cheap per-replicate cost (e.g. the dept
 Pruned-PMM selects): replicates are then chunked in cost order and put back afterwards,
 so a chunk's loops run to similar depths.  Kernels that can overflow a capacity report
 ``overflow``; those replicates are rerun with the plan's ``retry`` options (node noise
-depends only on the node, so a rerun releases the same measure).  Since every replicate
-depends only on its key, nothing depends on chunk size, order or device count.
+depends only on the node, so a rerun releases the same measure).  A plan may also
+``shrink`` its capacity: the first chunk runs with the plan's (safe) capacity and reports
+the slots it ``needed``; the other chunks run with a capacity fitted to that, and any
+replicate that overflows it is rerun with the safe one.  Per-replicate buffers are then
+sized by the work, not the worst case.  Since every replicate depends only on its key,
+nothing depends on chunk size, order, capacity or device count.
 """
 
 from __future__ import annotations
@@ -69,7 +73,9 @@ class Plan:
       atom_fields: per-atom fields besides ``ATOMS`` (e.g. PrivTree's ``noisy_mass``).
       info: per-ε host arrays [E, ...] added to ``out.info``.
       order: optional ``order(static, key, params, shared) -> cost`` (a scalar).
-      retry: optional ``retry(static) -> static`` with twice the capacity, for ``overflow``.
+      retry: optional ``retry(static) -> static`` with more capacity, for ``overflow``.
+      shrink: optional ``shrink(static, needed) -> static`` fitted to ``needed`` slots (the
+        largest ``needed`` output of the first chunk); requires ``retry``.
       finish: optional host post-processing of the finished measure.
     """
 
@@ -87,13 +93,15 @@ class Plan:
     info: dict = dataclasses.field(default_factory=dict)
     order: Callable | None = None
     retry: Callable | None = None
+    shrink: Callable | None = None
     finish: Callable | None = None
 
     def fields(self, atoms: bool) -> tuple:
         """Kernel outputs to keep: scalars and diagnostics, plus the atoms if asked."""
         extra = ATOMS + self.atom_fields if atoms else ()
         overflow = ("overflow",) if self.retry is not None else ()
-        return SCALARS + self.info_fields + overflow + extra
+        needed = ("needed",) if self.shrink is not None else ()
+        return SCALARS + self.info_fields + overflow + needed + extra
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "static", "fields"))
@@ -213,7 +221,7 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     fields = plan.fields(atoms)
     runner = functools.partial(_run_grid, plan, fields=fields, params=params, devices=devices,
                                reduce=reduce, host=host)
-    parts = runner(plan.static, grid_keys[order], grid_eps[order], size)
+    parts = _run_shrinking(plan, runner, grid_keys[order], grid_eps[order], size)
     source = np.empty(total, np.int64)
     source[order] = np.arange(total)  # grid position -> position in the ordered run
     if plan.retry is not None:
@@ -250,6 +258,15 @@ def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, device
     return parts
 
 
+def _run_shrinking(plan, runner, grid_keys, grid_eps, size) -> list:
+    """All chunks; with ``plan.shrink``, the first at the safe capacity and the rest fitted."""
+    if plan.shrink is None or grid_keys.shape[0] <= size:
+        return runner(plan.static, grid_keys, grid_eps, size)
+    first = runner(plan.static, grid_keys[:size], grid_eps[:size], size)
+    static = plan.shrink(plan.static, int(np.max(np.asarray(first[0]["needed"]))))
+    return first + runner(static, grid_keys[size:], grid_eps[size:], size)
+
+
 def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
     """Rerun replicates that overflowed their capacity with the plan's retry options.
 
@@ -262,7 +279,7 @@ def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
         bad = np.flatnonzero(overflow[source])  # grid positions still overflowing
         if bad.size == 0:
             return parts, source
-        static, size = plan.retry(static), max(1, size // 2)  # twice the capacity
+        static = plan.retry(static)
         done = sum(p["overflow"].shape[0] for p in parts)
         redo = runner(static, grid_keys[bad], grid_eps[bad], size)
         width = max(p["weights"].shape[1] for p in parts + redo) if "weights" in parts[0] else 0

@@ -90,7 +90,13 @@ from jaxsynth.core.validate import (
     check_positive_number,
 )
 from jaxsynth.mechanisms import pmm_kernels
-from jaxsynth.mechanisms.pmm import PLACEMENTS, metric_tables, piece_size, root_capacity
+from jaxsynth.mechanisms.pmm import (
+    PLACEMENTS,
+    metric_tables,
+    piece_size,
+    root_capacity,
+    sparse_capacity,
+)
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -455,4 +461,5 @@ class AdaptivePrunedPMM:
                 "candidate_s": stacked["s"],
             },
             order=_selected_depth,
+            **sparse_capacity(static),
         )

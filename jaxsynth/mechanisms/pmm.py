@@ -68,6 +68,20 @@ def root_capacity(n: int, inv_sigma0) -> int:
     return capacity_bucket(math.ceil(largest))
 
 
+def sparse_capacity(safe: pmm_kernels.SparseStatic) -> dict:
+    """``retry`` and ``shrink`` of a sparse plan whose safe capacity is ``safe.capacity``.
+
+    The frontier buffers are sized by the slots the first chunk needed (twice that, up to
+    a power of two), since a shallow or concentrated tree uses far fewer than the root
+    mass; a replicate that overflows them is rerun with the safe capacity.
+    """
+    def shrink(static, needed):
+        size = 1 << max(10, (2 * needed - 1).bit_length())
+        return dataclasses.replace(static, capacity=min(size, safe.capacity))
+
+    return {"retry": lambda static: safe, "shrink": shrink}
+
+
 def _by_depth(static, key, params, shared):
     return params["depth"]
 
@@ -170,6 +184,7 @@ class _PMMFamily:
             bytes_per_replicate=per_replicate + atoms,
             info_fields=pmm_kernels.W1_FIELDS,
             order=_by_depth if len(set(depths.tolist())) > 1 else None,
+            **(sparse_capacity(static) if kind == "sparse" else {}),
         )
 
     def _dense(self, tree: DataTree, R: int, points: int):

@@ -214,16 +214,23 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     }
     lower = planar_lower(index, depth, d, R)
     side = cell_side(depth, d)
-    out["leaf_depth"] = jnp.full(static.points or index.shape[0], depth, jnp.int32)
     if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key
         keys = tuple(jnp.broadcast_to(k, index.shape) for k in key)
-        out["points"], out["weights"] = uniform_points(
+        points, weights = uniform_points(
             keys, K.bit_reverse(index.astype(jnp.uint32)), depth, leaf_mass, lower, side,
             static.points,
         )
     else:
-        out["points"], out["weights"] = lower + 0.5 * side, leaf_mass * inv_m
-    return out
+        points, weights = lower + 0.5 * side, leaf_mass * inv_m
+    return {**out, **_atoms(points, weights, depth, weights.shape[0] if static.points
+                            else jnp.left_shift(1, depth))}
+
+
+def _atoms(points, weights, depth, count):
+    """Atom outputs; slots past ``count`` are padding: point 0, weight 0, level 0 (the root)."""
+    real = jnp.arange(weights.shape[0]) < count
+    return {"points": jnp.where(real[:, None], points, 0.0), "weights": jnp.where(real, weights, 0.0),
+            "leaf_depth": jnp.where(real, depth, 0).astype(jnp.int32)}
 
 
 def sparse_kernel(static: SparseStatic, key, params, shared, token):
@@ -233,7 +240,9 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     come from the data tree in O(1) (``descent.child_boundary``), their noise from its
     expansion block, and the zero-respecting rule (seed 001 Algorithm 2) divides its mass.
     Active nodes never outnumber the root mass, so ``capacity ≥ m`` makes overflow
-    impossible.  Nodes of mass 1 (*units*) always keep exactly one child, so they live in
+    impossible; a smaller capacity (``engine.Plan.shrink``) is checked: ``overflow``
+    reports a replicate that needed more (it stops early and is rerun), ``needed`` the
+    slots it used.  Nodes of mass 1 (*units*) always keep exactly one child, so they live in
     a pool of their own and are stepped in place (``frontier.descend``); nodes of mass
     ≥ 2 are expanded and compacted (``frontier.expand``), and a child of mass 1 joins the
     pool.  Deep levels are almost all units, so most of the work is in-place.
@@ -257,13 +266,12 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     inv_n, inv_m = jnp.float32(1.0 / n), 1.0 / m.astype(jnp.float32)
     root = frontier.root(key, n, R, m[None])
     branch_cap = cap // 2 + 1  # nodes of mass ≥ 2
+    # the root starts the branching frontier, or the unit pool when m = 1 (the other
+    # write lands in the scratch slots past the capacity)
     units = frontier.allocate(root, cap + branch_cap + 2 * P)
+    units = frontier.write(units, jnp.where(m == 1, 0, cap + branch_cap), root)
     a = frontier.allocate(root, branch_cap + 2 * P)
-    a, units = jax.lax.cond(  # the root is a unit when m = 1
-        m == 1,
-        lambda: (a, frontier.write(units, 0, root)),
-        lambda: (frontier.write(a, 0, root), units),
-    )
+    a = frontier.write(a, jnp.where(m == 1, branch_cap, 0), root)
 
     def boundary(lo, hi, level):
         return child_boundary(tree, lo, hi, level)
@@ -305,8 +313,8 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
         return piece
 
     def level(j, src, dst, carry):
-        units, n_branch, n_units, w1, dead, visited = carry
-        live = j < depth
+        units, n_branch, n_units, w1, dead, visited, overflow, most = carry
+        live = (j < depth) & ~overflow  # an overflowed replicate is rerun: stop early
         inv = params["inv_sigma"][jnp.minimum(j, R - 1)]
         units, gap, dead = jax.lax.fori_loop(
             0, frontier.pieces(jnp.where(live, n_units, 0), P),
@@ -341,13 +349,16 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
         weights = shared["weights"][:, jnp.minimum(j + 1, R)]
         w1 = w1 + jnp.where(live, weights * (gap + dead), 0.0)
         visited = visited + jnp.where(live, 2 * (n_branch + n_units), 0)
+        overflow = overflow | (live & ((written > branch_cap) | (n_units + born > cap)))
         n_branch = jnp.where(live, written, n_branch)
         n_units = jnp.where(live, n_units + born, n_units)
-        return dst, (units, n_branch, n_units, w1, dead, visited)
+        most = jnp.maximum(most, 2 * n_branch)
+        return dst, (units, n_branch, n_units, w1, dead, visited, overflow, most)
 
     init = (units, (m > 1).astype(jnp.int32), (m == 1).astype(jnp.int32),
-            jnp.zeros(2, jnp.float32), jnp.float32(0.0), jnp.int32(1))
-    a, b, (units, n_branch, n_units, w1, _, visited) = frontier.level_pairs(
+            jnp.zeros(2, jnp.float32), jnp.float32(0.0), jnp.int32(1), jnp.bool_(False),
+            jnp.int32(0))
+    a, b, (units, n_branch, n_units, w1, _, visited, overflow, most) = frontier.level_pairs(
         frontier.batch_max(depth), level, a, jax.tree_util.tree_map(jnp.zeros_like, a), init
     )
     leaves = frontier.write(units, n_units, frontier.final(a, b, depth))
@@ -357,16 +368,15 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     mass = jnp.where(slot < count, jnp.where(slot < n_units, 1, leaves.extra), 0)
     out = {
         "size": m, "visited": visited, "leaves": count, "depth": depth,
+        "overflow": overflow | (count > cap), "needed": jnp.maximum(count, most),
         **_w1_outputs(w1, depth, shared["diameters"]),
     }
     side = cell_side(depth, d)
-    lower = jnp.where((slot < count)[:, None], frontier.lower_corners(leaves.path, depth, d), 0.0)
-    out["leaf_depth"] = jnp.full(static.points or cap, depth, jnp.int32)
+    lower = frontier.lower_corners(leaves.path, depth, d)
     if static.points:
         word = leaves.path[depth // K.LEVELS_PER_CHUNK]
-        out["points"], out["weights"] = uniform_points(
+        points, weights = uniform_points(
             (leaves.key0, leaves.key1), word, depth, mass, lower, side, static.points
         )
-    else:
-        out["points"], out["weights"] = lower + 0.5 * side, mass * inv_m
-    return out
+        return {**out, **_atoms(points, weights, depth, m)}
+    return {**out, **_atoms(lower + 0.5 * side, mass * inv_m, depth, count)}

@@ -250,3 +250,29 @@ def test_deep_packing_beyond_int32_scales_runs():
 def test_bad_input_rejected(clustered, call, match):
     with pytest.raises(ValueError, match=match):
         call(clustered)
+
+
+def test_fitted_capacity_reruns_overflows_identically(clustered):
+    """A frontier sized below the root mass overflows, is rerun safely, changes nothing."""
+    import dataclasses
+
+    from jaxsynth import engine
+    from jaxsynth.core.keys import replicate_keys
+
+    tree = js.prepare(clustered, 12)
+    safe = js.PrunedPMM(depth=12, engine="sparse").plan(tree, [0.5, 2.0])
+    assert safe.shrink is not None and safe.static.capacity >= 200
+    tight = dataclasses.replace(safe, static=dataclasses.replace(safe.static, capacity=16))
+    keys = replicate_keys(9, 8)
+    overflow = engine._run_chunk(
+        tight.kernel, tight.static, ("overflow",), np.tile(keys, (2, 1)),
+        np.repeat(np.arange(2, dtype=np.int32), 8), engine._padded_params(tight.params),
+        tight.shared, True,
+    )["overflow"]
+    assert 0 < int(np.sum(overflow)) < 16  # some replicates fit in 16 slots, some do not
+    reference = engine.run(safe, keys, chunk=16)
+    for chunk in (1, 4):  # the first chunk sizes the others; overflowing ones are rerun
+        for plan in (safe, tight):
+            out = engine.run(plan, keys, chunk=chunk)
+            for field in ("weights", "points", "size", "visited", "tree_linf", "upper_l2"):
+                np.testing.assert_array_equal(out[field], reference[field])

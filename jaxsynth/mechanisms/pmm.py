@@ -30,7 +30,7 @@ MAX_DENSE_DEPTH = 30
 ROOT_NOISE_BOUND = 22.2
 """``|λ_∅| ≤ 22.2 σ_0`` for every draw (``noise`` module: ``E ≤ 31 ln 2``, ``h ≤ ln 2``)."""
 COMMON_ROOT_SCALE = 10.0
-PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 256, "default": 2048}}
+PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 128, "default": 2048}}
 """Nodes per piece: cache-sized on a CPU, wide on accelerators."""
 
 

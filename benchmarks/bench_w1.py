@@ -26,9 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jaxsynth as js
-from jaxsynth.w1 import prepare_w1, w1
-from jaxsynth.w1.sinkhorn import w1_sinkhorn
+import jaxsynth as js  # noqa: E402
+from jaxsynth.wasserstein import prepare_w1, w1, w1_sinkhorn  # noqa: E402
 
 
 def timed(fn, repeat=3):
@@ -90,10 +89,8 @@ def main():
     first, best, _ = timed(lambda: w1(deep, out, "tree"))
     report("tree W1 linf, d=10, depth 150", 8, first, best)
 
-    from jaxsynth.privtree import PrivTree
-
     for shift in (False, True):
-        out = js.release_batch(2, PrivTree(shift=shift), X, eps=1.0, seeds=16)
+        out = js.release_batch(2, js.PrivTree(shift=shift), X, eps=1.0, seeds=16)
         depth = int(np.max(np.asarray(out.leaf_depth)))
         data = prepare_w1(X, depth)
         first, best, v = timed(lambda data=data, out=out: w1(data, out, "tree"))

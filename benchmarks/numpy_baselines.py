@@ -40,7 +40,7 @@ Modelling decisions (documented where they are made):
   ``jaxsynth.AdaptivePrunedPMM`` (``ε_sel = eps_sel·ε``, ``ε_main = (1 − eps_sel)·ε``).
 * PrivTree's ``m`` is the number of leaves with positive released mass (it releases a
   probability vector); ``visited`` counts every drawn split test, including the tests at
-  the depth cap that only count ``cap_hits`` (as ``jaxsynth.privtree``).
+  the depth cap that only count ``cap_hits`` (as ``jaxsynth.mechanisms.privtree``).
 * The shifted PrivTree draws ``U = rng.random(d)`` (continuous, float64) and assigns
   cells from the float64 values ``y = (x + U)/2``; see ``privtree_shifted``.
 
@@ -581,7 +581,7 @@ class PrivTreePrep:
 
 
 def default_depth_cap(n: int, d: int, eps: float) -> int:
-    """``d·(⌈log2(εn)⌉ + 1)`` (SPEC §5 / ``jaxsynth.privtree``)."""
+    """``d·(⌈log2(εn)⌉ + 1)`` (SPEC §5 / ``jaxsynth.mechanisms.privtree``)."""
     return d * (max(0, math.ceil(math.log2(max(eps * n, 1.0)) - 1e-12)) + 1)
 
 

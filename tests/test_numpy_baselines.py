@@ -360,7 +360,7 @@ def test_occupancy_profile_matches_unique_cells():
 
 
 def test_adaptive_candidates_fig2_setting():
-    """Numbers documented in jaxsynth.adaptive for d = 8, n = 30000, ε = 1, ε_sel = 0.1."""
+    """Numbers documented in jaxsynth.mechanisms.adaptive for d = 8, n = 30000, ε = 1, ε_sel = 0.1."""
     c = nb.adaptive_candidates(30000, 8, 0.9)
     assert c["L"] == 117
     assert list(c["depth"]) == [117, 34, 28, 23, 20, 17, 15, 14]

@@ -25,7 +25,7 @@ score sensitivity and the free root count both assume a fixed ``n``.
 Finding (seed 001 Fig. 2 setting: ``d = 8``, ``n = 30000``, ``ε = 1``, default split
 ``ε_sel = 0.1``, ``ε_main = 0.9``; ``L = 117``, standard depths
 ``r = (117, 34, 28, 23, 20, 17, 15, 14)`` for ``s = 1..8``; ``Δ = 0.418``, attained by
-``s = 1``; printed by ``benchmarks/bench_adaptive.py``):
+``s = 1``; reported in ``out.info`` of a release):
 
 * uniform data in [0,1]^8: scores ``≈ (3559, 786, 487, 247, 132, 51.6, 20.4, 11.7)``;
   the best gap is ``8.7 ≈ 21 Δ``, so the choice is sharp:

@@ -9,7 +9,7 @@ norms) plus ``n_directions`` seeded random Gaussian directions normalised in the
 norm.  The default adds random directions for ℓ2 only (SPEC §7 asks for coordinate
 marginals under ℓ∞); ``n_directions`` may add ℓ1-normalised ones for ℓ∞ too.
 
-**Upper bound.**  The tree-metric upper bound of ``jaxsynth.w1.tree`` (exact tree W1 plus
+**Upper bound.**  The tree-metric upper bound of ``jaxsynth.wasserstein.tree`` (exact tree W1 plus
 the within-leaf term).
 
 **Rounding.**  Both ends are computed in float32.  To keep the bracket certified they are
@@ -184,7 +184,7 @@ def check_valid(valid) -> None:
         raise ValueError(
             f"out: {len(bad)} replicate(s) (first at batch index {tuple(bad[0])}) have leaf "
             "cells that are nested, or data outside every leaf of an unbalanced tree; the "
-            "tree metric is undefined (see jaxsynth.w1.tree)"
+            "tree metric is undefined (see jaxsynth.wasserstein.tree)"
         )
 
 

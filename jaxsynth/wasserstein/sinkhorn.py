@@ -47,7 +47,7 @@ momentum.  The rounds loop on the host; each round and each certificate is one j
 call compiled once per shape (ε, thresholds and warm starts are traced arguments), so
 replicates of equal shapes never retrace.
 
-Measured with ``benchmarks/bench_w1_sinkhorn.py`` (n = m = 2000, float32, defaults, the
+Measured on the cases of ``tests/wasserstein/test_sinkhorn.py`` (n = m = 2000, float32, defaults, the
 shared 2-core CPU under load from other jobs, so times vary about 2×), error against POT:
 
     case (W1 ℓ∞ / ℓ2)          metric  value err  bracket           iters  s/solve

@@ -2,7 +2,7 @@
 
 Independent of the engine: its own RNG (NumPy geometric variates), brute-force counts
 from ``partition.cell_index``, recursion over the tree.  Used to check the jitted
-engines in law and as the baseline of ``benchmarks/bench_pmm.py``.
+engines in law.
 """
 
 import numpy as np

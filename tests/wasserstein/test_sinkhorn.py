@@ -225,8 +225,8 @@ def test_default_accuracy_at_n2000(metric):
     """The defaults' 1 % claim (SPEC §7) at n = 2000 on close measures (W1 ≈ 0.013).
 
     About 2200 iterations per metric (12-50 s on the shared 2-core CPU); the harder
-    jittered-copy case (W1 ≈ 0.007, 3200-4200 iterations) is in
-    benchmarks/bench_w1_sinkhorn.py.
+    jittered-copy case (W1 ≈ 0.007, 3200-4200 iterations) is recorded in the
+    ``jaxsynth.wasserstein.sinkhorn`` docstring.
     """
     X, Y, w = _case("sample", 2000, seed=10)
     exact = _exact(X, Y, w, metric)

@@ -154,9 +154,10 @@ class _PMMFamily:
             parts, sigma0 = schedules.pmm_budget(float(e), self.adjacency)
             if self.root_scale is not None:
                 sigma0 = self.root_scale
-            inv0[i] = 1.0 / sigma0
-            if self.adjacency == "add_remove":
-                inv[i, :r] /= 2.0  # the level scales of the replacement schedule for ε spend ε/2
+                if self.adjacency == "add_remove":  # the root spends 1/σ_0, whatever ε says
+                    parts = {**parts, "eps_root": 1.0 / sigma0,
+                             "epsilon": parts["eps_levels"] + 1.0 / sigma0}
+            inv0[i] = 1.0 / sigma0  # add/remove: the same level scales spend Σν = ε/2
             for k, v in parts.items():
                 budget[k].append(v)
         capacity = root_capacity(n, inv0)

@@ -64,6 +64,21 @@ def test_accounting_reported(clustered, adjacency):
     _, sigma0 = schedules.pmm_budget(0.8, adjacency)
     root = 0.0 if adjacency == "replacement" else 1 / sigma0
     assert levels + root == pytest.approx(0.8, rel=1e-12)
+    # the scales the kernel draws with spend exactly the reported budget
+    params = js.PMM(depth=4, adjacency=adjacency).plan(js.prepare(clustered, 4), [0.8]).params
+    used = np.asarray(params["inv_sigma"][0], np.float64).sum()
+    used *= 2 if adjacency == "replacement" else 1
+    used += 0 if adjacency == "replacement" else float(params["inv_sigma0"][0])
+    assert used == pytest.approx(0.8, rel=1e-6)
+
+
+def test_explicit_root_scale_is_accounted(clustered):
+    """Under add/remove the root count costs 1/σ_0; under replacement it is free."""
+    out = js.release(0, js.PMM(depth=4, adjacency="add_remove", root_scale=4.0), clustered, 0.8)
+    assert out.accounting["eps_root"] == pytest.approx(0.25)
+    assert out.accounting["epsilon"] == pytest.approx(0.4 + 0.25)
+    out = js.release(0, js.PMM(depth=4, root_scale=4.0), clustered, 0.8)
+    assert out.accounting["eps_root"] == 0 and out.accounting["epsilon"] == pytest.approx(0.8)
 
 
 def test_oracle_schedule_is_labelled(clustered):

@@ -46,8 +46,7 @@ def pmm_scales(schedule, eps, depth, d, adjacency, packing_k=None, root_scale=No
         inv = packing_schedule(eps, depth, d, d if packing_k is None else packing_k)
     if adjacency == "replacement":
         sigma0 = 1.0 / eps
-    else:  # add/remove: the levels spend ε/2, the root ε/2 with σ_0 = 2/ε
-        inv = inv / 2.0
+    else:  # add/remove: the same levels spend Σ 1/σ_j = ε/2, the root ε/2 with σ_0 = 2/ε
         sigma0 = 2.0 / eps
     if root_scale is not None:
         sigma0 = root_scale

@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import numpy_baselines as nb  # noqa: E402
 
+from tests.mechanisms import reference_pmm as ref  # noqa: E402
+
 
 # ------------------------------------------------------------------ independent helpers
 
@@ -119,18 +121,8 @@ def test_lapz_matches_exact_law(method, sigma):
 
 
 def scalar_rule(m, a, b, coin, rule):
-    """SPEC §2 step 4 / §3, one node at a time (independent of the vectorized code)."""
-    if rule == "zero_respecting":
-        if a == 0 and b > 0:
-            return 0
-        if b == 0 and a > 0:
-            return m
-        if a == 0 and b == 0:
-            return m * (1 - coin)
-    if a + b == 0:
-        return m // 2 + (m % 2) * (1 - coin)
-    lo, hi = (max(0, m - b), min(a, m)) if a + b >= m else (a, m - b)
-    return min(max(round(m * a / (a + b)), lo), hi)
+    """SPEC §2 step 4 / §3, one node at a time (the per-node reference's rules)."""
+    return (ref.zero_respecting if rule == "zero_respecting" else ref.proportional)(m, a, b, coin)
 
 
 def check_comparable(m, a, b, m0, rule):

@@ -13,6 +13,7 @@ rates, plots), ``cli``.  SPEC §10 lists the public surface.
 """
 
 from jaxsynth.api import prepare, release, release_batch
+from jaxsynth.audit import audit
 from jaxsynth.compilation import enable_compilation_cache
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import SyntheticMeasure
@@ -32,6 +33,7 @@ __all__ = [
     "PrivTree",
     "PrunedPMM",
     "SyntheticMeasure",
+    "audit",
     "datasets",
     "enable_compilation_cache",
     "estimate_rate",

@@ -21,6 +21,7 @@ Kernels run under ``jax.vmap`` with axis ``frontier.REPLICATES`` (``jaxsynth.eng
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -44,16 +45,27 @@ class DenseStatic:
     Attributes:
       max_depth: ``R``, the deepest depth of any replicate (arrays hold ``2^R`` leaves).
       piece: nodes per piece of a level.
-      rule: ``"proportional"`` (PMM) or ``"zero_respecting"`` (dense Pruned-PMM).
+      rule: ``"proportional"`` (PMM) or ``"zero_respecting"`` (dense Pruned-PMM), or a
+        module-level callable ``rule(m, a, b, a_scaled, b_scaled, coin, c0, c1) -> (m0,
+        m1)`` that also receives the TRUE child counts ``c0, c1`` (an audit hook: a rule
+        that reads them is not private; ``jaxsynth.audit`` must catch it).
       dim: ``d``.
       points: synthetic points per replicate with uniform placement (0: cell centers).
+      noise: audit hook, a module-level callable replacing ``noise.noisy_count``
+        (``(word, count, inv_sigma) -> (value, scaled)``) for the root and every node;
+        ``None`` (the default) is the real sampler.
+      transcript: also return ``transcript`` [2^{R+1} − 1], the noisy counts the privacy
+        proof covers (``(n_θ + λ_θ)_+`` in planar order: the root, then level 1, ...;
+        nodes below a replicate's depth are 0), for the white-box privacy audit.
     """
 
     max_depth: int
     piece: int
-    rule: str
+    rule: str | Callable
     dim: int
     points: int = 0
+    noise: Callable | None = None
+    transcript: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +87,19 @@ class SparseStatic:
     points: int = 0
 
 
-def root_mass(key, n, inv_sigma0):
-    """``m = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word (SPEC §3)."""
+def root_count(key, n, inv_sigma0, noisy=noise.noisy_count):
+    """The noisy root count ``(n + λ_∅)_+``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word."""
     word, _ = K.draw(key, K.ROOT)
-    value, _ = noise.noisy_count(word, n, inv_sigma0)
-    return jnp.maximum(value, 1)
+    value, _ = noisy(word, n, inv_sigma0)
+    return value
+
+
+def root_mass(key, n, inv_sigma0, noisy=noise.noisy_count):
+    """``m = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word (SPEC §3).
+
+    ``noisy`` is the noisy-count sampler (``DenseStatic.noise`` audit hook).
+    """
+    return jnp.maximum(root_count(key, n, inv_sigma0, noisy), 1)
 
 
 def cell_side(level, d: int):
@@ -155,24 +175,27 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
       points with uniform placement).
     """
     R, P, d = static.max_depth, static.piece, static.dim
-    split = RULES[static.rule]
+    reads_truth = callable(static.rule)  # audit hook: a rule that also sees the true counts
+    split = static.rule if reads_truth else RULES[static.rule]
+    noisy = static.noise or noise.noisy_count
     counts = shared["counts"]
     depth = params["depth"]
     n = counts[0]
-    m = root_mass(key, n, params["inv_sigma0"])
+    m = root_mass(key, n, params["inv_sigma0"], noisy)
     inv_n, inv_m = 1.0 / n.astype(jnp.float32), 1.0 / m.astype(jnp.float32)
     scratch = max(1 << R, 2 * P)  # writes of masked replicates land past the levels
     a = jnp.zeros(scratch + 2 * P, jnp.int32).at[0].set(m)
+    nodes = (2 << R) - 1  # transcript slots (planar order); its scratch follows them
 
     def level(j, src, dst, carry):
-        w1, active = carry
+        w1, active = carry[:2]
         live = j < depth
         width = jnp.left_shift(1, j)
         base = 2 * width - 1  # planar offset of level j + 1 in the flat counts
         inv = params["inv_sigma"][jnp.minimum(j, R - 1)]
 
         def piece(i, inner):
-            dst, term, active = inner
+            dst, term, active = inner[:3]
             start = i * P
             index = start + jnp.arange(P, dtype=jnp.int32)
             valid = live & (index < width)
@@ -180,9 +203,10 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
             c0 = jax.lax.dynamic_slice_in_dim(counts, base + start, P)
             c1 = jax.lax.dynamic_slice_in_dim(counts, base + width + start, P)
             w0, w1_ = K.draw(key, K.EXPAND, j, K.bit_reverse(index.astype(jnp.uint32)))
-            a0, s0 = noise.noisy_count(w0, c0, inv)
-            a1, s1 = noise.noisy_count(w1_, c1, inv)
-            m0, _ = split(parent, a0, a1, s0, s1, noise.coin(w0))
+            a0, s0 = noisy(w0, c0, inv)
+            a1, s1 = noisy(w1_, c1, inv)
+            truth = (c0, c1) if reads_truth else ()
+            m0, _ = split(parent, a0, a1, s0, s1, noise.coin(w0), *truth)
             m0 = jnp.where(valid, frontier.barrier(m0, token), 0)
             m1 = jnp.where(valid, parent - m0, 0)
             gap = jnp.abs(c0 * inv_n - m0 * inv_m) + jnp.abs(c1 * inv_n - m1 * inv_m)
@@ -192,19 +216,33 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
             dst = jax.lax.dynamic_update_slice_in_dim(
                 dst, m1, jnp.where(live, width + start, scratch), 0
             )
-            return dst, term, active
+            if not static.transcript:
+                return dst, term, active
+            # level j + 1 starts at planar offset 2·width − 1 (spills past a block's valid
+            # entries are overwritten by the next write, or land in the trailing scratch)
+            tr = inner[3]
+            for offset, value in ((0, a0), (width, a1)):
+                at = jnp.where(live, 2 * width - 1 + offset + start, nodes)
+                tr = jax.lax.dynamic_update_slice_in_dim(tr, jnp.where(valid, value, 0), at, 0)
+            return dst, term, active, tr
 
         n_pieces = frontier.pieces(jnp.where(live, width, 0), P)
-        dst, term, active = jax.lax.fori_loop(0, n_pieces, piece, (dst, jnp.float32(0.0), active))
-        return dst, (w1 + shared["weights"][:, jnp.minimum(j + 1, R)] * term, active)
+        out = jax.lax.fori_loop(
+            0, n_pieces, piece, (dst, jnp.float32(0.0), active) + tuple(carry[2:])
+        )
+        dst, term, active = out[:3]
+        return dst, (w1 + shared["weights"][:, jnp.minimum(j + 1, R)] * term, active) + out[3:]
 
-    a, b, (w1, active) = frontier.level_pairs(
-        R, level, a, jnp.zeros_like(a), (jnp.zeros(2, jnp.float32), jnp.int32(0))
-    )
+    init = (jnp.zeros(2, jnp.float32), jnp.int32(0))
+    if static.transcript:
+        root = root_count(key, n, params["inv_sigma0"], noisy)
+        init += (jnp.zeros(nodes + 2 * P, jnp.int32).at[0].set(root),)
+    a, b, carry = frontier.level_pairs(R, level, a, jnp.zeros_like(a), init)
+    w1, active = carry[:2]
     index = jnp.arange(1 << R, dtype=jnp.int32)
     leaf_mass = frontier.final(a, b, depth)[: 1 << R]
     leaf_mass = jnp.where(index < jnp.left_shift(1, depth), leaf_mass, 0)
-    if static.rule == "zero_respecting":
+    if isinstance(static.rule, str) and static.rule == "zero_respecting":
         visited = 1 + 2 * active
     else:
         visited = jnp.left_shift(2, depth) - 1
@@ -212,6 +250,8 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
         "size": m, "visited": visited, "leaves": jnp.sum(leaf_mass > 0, dtype=jnp.int32),
         "depth": depth, **_w1_outputs(w1, depth, shared["diameters"]),
     }
+    if static.transcript:
+        out["transcript"] = carry[2][:nodes]
     lower = planar_lower(index, depth, d, R)
     side = cell_side(depth, d)
     if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key

@@ -27,6 +27,7 @@ draws nothing, and gives every leaf its exact mass.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,9 @@ class TreeStatic:
       rule: ``"privtree"`` (noisy split tests and leaf masses) or ``"threshold"`` (oracle).
       shifted: the randomly shifted partition of seed 000 §6.
       uniform: uniform representatives in the leaf boxes instead of centers.
+      split: audit hook, a module-level callable replacing ``privtree_split``
+        (``(counts, level, word, lam, delta) -> bool``); ``None`` (the default) is the
+        real test.  ``jaxsynth.audit`` reads it to audit the split test the kernel uses.
     """
 
     capacity: int
@@ -63,6 +67,7 @@ class TreeStatic:
     rule: str = "privtree"
     shifted: bool = False
     uniform: bool = False
+    split: Callable | None = None
 
 
 def privtree_split(counts, level, word, lam, delta):
@@ -164,7 +169,8 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
 
     def split_test(counts, level, word):
         if privtree:
-            return privtree_split(counts, level, word, params["lam"], params["delta"])
+            test = static.split or privtree_split
+            return test(counts, level, word, params["lam"], params["delta"])
         return counts > params["theta"] + level * params["delta"]
 
     def leaf_noise(counts, nodes, level):

@@ -32,18 +32,60 @@ def check_mechanism(mech, name: str = "mech"):
     return mech
 
 
+def check_measurable(mech, n: int, d: int, eps) -> int:
+    """The data depth ``mech`` needs at every ε, refused if ``js.w1`` could not measure it.
+
+    The tree W1 handles codes of at most ``MAX_BITS_PER_COORDINATE`` digits per coordinate
+    (depth ``r`` in dimension ``d`` uses ``r // d + 1``); a release deeper than that is
+    refused here, before any work, rather than released and then refused by ``js.w1``.
+    """
+    from jaxsynth.wasserstein.tree import MAX_BITS_PER_COORDINATE
+
+    need = int(mech.data_depth(n, d, eps))
+    if need // d + 1 > MAX_BITS_PER_COORDINATE:
+        raise ValueError(
+            f"mech: {mech!r} needs depth {need} in d = {d} ({need // d + 1} digits per "
+            f"coordinate) but W1 is measured on trees of at most {MAX_BITS_PER_COORDINATE} "
+            f"digits per coordinate (depth <= {MAX_BITS_PER_COORDINATE * d - 1}); lower the depth"
+        )
+    return need
+
+
 def data_tree_for(mech, X, eps) -> DataTree:
     """A data tree deep enough for ``mech`` at every ε: ``X`` itself when it is one."""
     if isinstance(X, DataTree):
-        need = mech.data_depth(X.n, X.d, eps)
+        need = check_measurable(mech, X.n, X.d, eps)
         return X if X.depth >= need else DataTree.build(X.points, need)
     X = check_data(X)
-    return DataTree.build(X, mech.data_depth(X.shape[0], X.shape[1], eps))
+    return DataTree.build(X, check_measurable(mech, X.shape[0], X.shape[1], eps))
+
+
+def seed_count(seeds) -> int:
+    """The number of seeds ``seeds`` (a count or a list) stands for, without listing them."""
+    if isinstance(seeds, range):
+        if len(seeds) == 0:
+            raise ValueError("seeds is empty")
+        if seeds.start < 0 or seeds[-1] < 0 or max(seeds[0], seeds[-1]) >= 2**32:
+            raise ValueError(f"seeds must lie in [0, 2^32); got {seeds!r}")
+        return len(seeds)
+    if isinstance(seeds, (list, tuple, np.ndarray)):
+        if isinstance(seeds, np.ndarray) and seeds.ndim != 1:
+            raise ValueError(f"seeds must be a count or a 1-D list of ints; got an array of "
+                             f"shape {seeds.shape}")
+        return len(seeds)
+    count = check_positive_int(seeds, "seeds")
+    if count > 2**32:
+        raise ValueError(f"seeds must be at most 2^32; got {count}")
+    return count
 
 
 def seed_indices(seeds) -> np.ndarray:
-    """Seed indices [S] from a count or a list of distinct non-negative ints."""
-    if isinstance(seeds, (list, tuple, range, np.ndarray)):
+    """Seed indices [S] from a count, a ``range`` or a list of distinct non-negative ints."""
+    if isinstance(seeds, range):
+        seed_count(seeds)
+        return np.arange(seeds.start, seeds.stop, seeds.step, dtype=np.int64)
+    if isinstance(seeds, (list, tuple, np.ndarray)):
+        seed_count(seeds)
         values = list(seeds)
         if not values:
             raise ValueError("seeds is empty")
@@ -54,7 +96,7 @@ def seed_indices(seeds) -> np.ndarray:
         if max(values) >= 2**32:
             raise ValueError("seeds must be below 2^32")
         return np.asarray(values, np.int64)
-    return np.arange(check_positive_int(seeds, "seeds"))
+    return np.arange(seed_count(seeds), dtype=np.int64)
 
 
 def release(key, mech, X, eps) -> SyntheticMeasure:

@@ -1,7 +1,12 @@
 """The ``jaxsynth`` command line: ``demo``, ``simulate``, ``rate`` (SPEC §10).
 
 Wrong arguments print one line ``jaxsynth: error: ...`` on stderr and exit with status 2
-(argument errors and ``ValueError`` from the library alike); no traceback.
+(argument errors and ``ValueError`` from the library alike), before any work; no
+traceback.  An operating-system error (a full disk, say) prints one line and exits 1.
+
+The default quantity is the certified bracket of the ℓ∞ W1 (``w1_lower``, ``w1_upper``):
+``simulate`` and ``demo`` measure it, ``rate`` fits ``w1_upper`` (an upper bound on the
+ℓ∞ W1, the quantity the papers' rates bound) unless ``--metric`` names another column.
 """
 
 from __future__ import annotations
@@ -50,6 +55,37 @@ def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return value
+
+
+def _index(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer; got {text!r}")
+    return value
+
+
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MiB; got {text!r}")
+    return value
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="jaxsynth", description="Private synthetic data on dyadic partitions: "
                      "Monte Carlo sweeps with W1, rate fits, a demo.")
@@ -58,10 +94,12 @@ def _parser() -> _Parser:
                         "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    demo = sub.add_parser("demo", help="run the built-in example sweep (about a minute on a CPU)")
+    demo = sub.add_parser("demo", help="run the built-in example sweep (under a minute on a "
+                          "CPU, seconds once compiled): the certified bracket of the linf W1 "
+                          "and its rate against eps n")
     demo.add_argument("--out-dir", default=".", metavar="DIR",
                       help="where jaxsynth-demo.csv and jaxsynth-demo.png go (default .)")
-    demo.add_argument("--seeds", type=int, default=DEMO_SEEDS, metavar="S",
+    demo.add_argument("--seeds", type=_count, default=DEMO_SEEDS, metavar="S",
                       help=f"replicates (default {DEMO_SEEDS})")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -75,17 +113,26 @@ def _parser() -> _Parser:
     arg("--d", type=int, metavar="D", help="ambient dimension of built-in data sets")
     arg("--k", type=int, metavar="K", help="subspace dimension (subspace, cubes)")
     arg("--eps", type=_floats, required=True, metavar="LIST", help="privacy budgets, e.g. 0.5,1,2")
-    arg("--seeds", type=int, required=True, metavar="S",
-        help="replicates per (mechanism, data, n, eps)")
+    arg("--seeds", type=_count, required=True, metavar="S",
+        help="replicates per (mechanism, data, n, eps): seeds FIRST..FIRST+S-1")
+    arg("--first-seed", type=_index, default=0, metavar="FIRST",
+        help="first seed (default 0); parts of a large sweep use disjoint seed ranges and "
+        "one file each")
     arg("--depth", type=int, metavar="R",
         help="tree depth (PMM family; default ceil(log2(eps n))) or depth cap (PrivTree)")
-    arg("--metric", type=_names, default=["tree"], metavar="LIST",
-        help="W1 methods: tree, tree_upper, bracket, exact1d, sinkhorn (default tree)")
+    arg("--metric", type=_names, default=["bracket"], metavar="LIST",
+        help="W1 methods: bracket (default: the certified bracket w1_lower <= W1 <= w1_upper "
+        "of the ground-metric W1), tree_upper, tree (the ultrametric tree W1, a different "
+        "quantity), exact1d (d = 1), sinkhorn")
     arg("--ground", choices=("linf", "l2"), default="linf", help="ground metric (default linf)")
     arg("--key", type=int, default=0, metavar="KEY", help="sweep key (default 0)")
     arg("--data-key", type=int, default=0, metavar="KEY", help="data generator key (default 0)")
-    arg("--memory-mb", type=float, metavar="MB", help="memory budget of one chunk (default 2048)")
-    arg("--out", required=True, metavar="FILE.csv", help="output table; a rerun resumes it")
+    arg("--memory-mb", type=_megabytes, metavar="MB",
+        help="memory budget of one chunk (default 2048 on a CPU)")
+    arg("--out", required=True, metavar="FILE.csv",
+        help="output table (with FILE.csv.jaxsynth.json beside it); a rerun resumes it, a "
+        "sweep with more eps, seeds, sizes, data or mechanisms extends it, any other change "
+        "is refused; existing files jaxsynth did not write are refused and left untouched")
     arg("--warmup", action="store_true",
         help="compile before timing, so that 'seconds' exclude compilation")
     arg("--quiet", action="store_true", help="no progress bar")
@@ -93,43 +140,62 @@ def _parser() -> _Parser:
     rate = sub.add_parser("rate", help="fit log E W1 against log(eps n) from sweep files")
     arg = rate.add_argument
     arg("files", nargs="+", metavar="FILE.csv", help="simulate output files (concatenated)")
-    arg("--metric", default="w1_tree", metavar="COLUMN", help="column to fit (default w1_tree)")
+    arg("--metric", default="w1_upper", metavar="COLUMN",
+        help="column to fit (default w1_upper, the certified upper bound on the W1 of the "
+        "sweep's ground metric; also w1_lower, w1_tree_upper, w1_tree, w1_exact1d, "
+        "w1_sinkhorn)")
     arg("--by", type=_names, default=["mechanism", "data"], metavar="COLS",
         help="grouping columns (default mechanism,data)")
-    arg("--n-boot", type=int, default=1000, metavar="B", help="bootstrap resamples (default 1000)")
+    arg("--n-boot", type=_count, default=1000, metavar="B",
+        help="bootstrap resamples (default 1000)")
     arg("--level", type=float, default=0.95, metavar="L", help="confidence level (default 0.95)")
-    arg("--plot", metavar="PNG", help="also write a W1 against eps n figure")
+    arg("--plot", metavar="PNG", help="also write a W1 against eps n figure (.png, .pdf, .svg)")
+
+    from jaxsynth.audit import command as audit_command  # the privacy auditor (issue 10)
+
+    audit_command.add_parser(sub)
     return parser
 
 
-def _read_tables(files) -> pd.DataFrame:
+def _read_tables(files, metric: str) -> pd.DataFrame:
     """Concatenate sweep files (e.g. the per-host parts of one sweep); units must not repeat."""
     from jaxsynth.experiments.store import KEY_COLUMNS, readable
 
-    df = pd.concat([readable(name) for name in files], ignore_index=True)
-    keys = [c for c in KEY_COLUMNS if c in df]
-    if len(keys) == len(KEY_COLUMNS) and df.duplicated(keys).any():
-        raise ValueError(f"the files repeat {int(df.duplicated(keys).sum())} replicate(s) "
-                         f"(same {', '.join(keys)}); pass each sweep once")
+    df = pd.concat([readable(name, [metric]) for name in files], ignore_index=True)
+    if df.duplicated(list(KEY_COLUMNS)).any():
+        raise ValueError(f"the files repeat {int(df.duplicated(list(KEY_COLUMNS)).sum())} "
+                         f"replicate(s) (same {', '.join(KEY_COLUMNS)}); pass each sweep once")
     return df
 
 
-def _means(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+def _means(df: pd.DataFrame, metrics) -> pd.DataFrame:
+    """Mean (and, for one column, sd and count) of W1 columns per (mechanism, data, n, eps)."""
     cols = ["mechanism", "data", "n", "eps"]
-    return df.groupby(cols)[metric].agg(["mean", "std", "count"]).reset_index()
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if len(metrics) == 1:
+        return df.groupby(cols)[metrics[0]].agg(["mean", "std", "count"]).reset_index()
+    means = df.groupby(cols)[metrics].mean()
+    return means.assign(seeds=df.groupby(cols).size()).reset_index()
 
 
 def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) -> None:
+    from jaxsynth.experiments.plots import quantity
     from jaxsynth.experiments.rates import estimate_rate
 
+    what = quantity(metric, df)
+    rates = estimate_rate(df, metric=metric, by=by, n_boot=n_boot, level=level)  # may refuse
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        print(f"mean {metric} per cell:")
-        print(_means(df, metric).to_string(index=False))
-        rates = estimate_rate(df, metric=metric, by=by, n_boot=n_boot, level=level)
-        shown = [*by, "slope", "ci_low", "ci_high", "cells", "seeds", "theory",
-                 "theory_exponent", "bound_slope"]
-        print(f"\nslope of log E {metric} against log(eps n) ({level:.0%} bootstrap interval):")
-        print(rates[shown].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        shown = [c for c in ("w1_lower", "w1_upper") if c in df] if metric in (
+            "w1_lower", "w1_upper") else [metric]
+        described = "the certified bracket of the " + what.rsplit(" on ", 1)[-1] if len(
+            shown) == 2 else what
+        print(f"mean {', '.join(shown)} per cell ({described}):")
+        print(_means(df, shown).to_string(index=False))
+        columns = [*by, "slope", "ci_low", "ci_high", "cells", "seeds", "theory",
+                   "theory_exponent", "bound_slope"]
+        print(f"\nslope of log E {metric} ({what}) against log(eps n) "
+              f"({level:.0%} bootstrap interval):")
+        print(rates[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if plot:
         from jaxsynth.experiments.plots import rate_plot
 
@@ -145,13 +211,17 @@ def _demo(args) -> None:
         raise ValueError(f"--out-dir {out_dir} is not a directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, png = out_dir / "jaxsynth-demo.csv", out_dir / "jaxsynth-demo.png"
+    from jaxsynth.experiments.plots import check_figure_path
+
+    check_figure_path(png, "--out-dir")
     print(f"jaxsynth demo: {', '.join(DEMO_MECHANISMS)} on {DEMO_DATA}, n = "
-          f"{', '.join(map(str, DEMO_N))}, eps = 1, {args.seeds} seeds, tree W1 (linf)")
+          f"{', '.join(map(str, DEMO_N))}, eps = 1, {args.seeds} seeds; the certified bracket "
+          "w1_lower <= W1 <= w1_upper of the linf W1")
     start = time.perf_counter()
     df = simulate(list(DEMO_MECHANISMS), DEMO_DATA, eps=[1.0], seeds=args.seeds,
-                  n=list(DEMO_N), metrics=["tree"], out=csv, progress=not args.quiet)
-    print(f"wrote {csv} ({len(df)} rows, {time.perf_counter() - start:.0f} s)\n")
-    _report(df, "w1_tree", ["mechanism", "data"], 1000, 0.95, png)
+                  n=list(DEMO_N), metrics=["bracket"], out=csv, progress=not args.quiet)
+    print(f"wrote {csv} ({df.attrs['file_rows']} rows, {time.perf_counter() - start:.0f} s)\n")
+    _report(df, "w1_upper", ["mechanism", "data"], 1000, 0.95, png)
 
 
 def _simulate(args) -> None:
@@ -161,19 +231,38 @@ def _simulate(args) -> None:
     mechs = [mechanism(name, depth=args.depth) for name in args.mechanism]
     options = {k: v for k, v in (("d", args.d), ("k", args.k)) if v is not None}
     data = [(name, options) if options else name for name in args.data]
-    memory = None if args.memory_mb is None else int(args.memory_mb * 2**20)
-    df = simulate(mechs, data, eps=args.eps, seeds=args.seeds, metrics=args.metric,
+    memory = None if args.memory_mb is None else max(1, int(args.memory_mb * 2**20))
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    df = simulate(mechs, data, eps=args.eps, seeds=seeds, metrics=args.metric,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
                   progress=not args.quiet, ground=args.ground, data_key=args.data_key,
                   warmup=args.warmup)
-    metric = [c for c in df.columns if c.startswith("w1_")][0]
-    print(f"wrote {args.out} ({len(df)} rows)")
-    with pd.option_context("display.width", 160):
-        print(_means(df, metric).to_string(index=False))
+    metrics = [c for c in df.columns if c.startswith("w1_")]
+    new, held = df.attrs["new_rows"], df.attrs["file_rows"]
+    print(f"wrote {args.out}: this sweep's {len(df)} rows ({new} computed now, "
+          f"{len(df) - new} already there); the file holds {held} rows")
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        print(_means(df, metrics).to_string(index=False))
 
 
 def _rate(args) -> None:
-    _report(_read_tables(args.files), args.metric, args.by, args.n_boot, args.level, args.plot)
+    from jaxsynth.core.validate import check_names
+    from jaxsynth.experiments.plots import check_figure_path
+
+    if args.plot is not None:
+        check_figure_path(args.plot, "--plot")
+    by = check_names(args.by, "--by")
+    df = _read_tables(args.files, args.metric)
+    missing = [c for c in by if c not in df]
+    if missing:
+        raise ValueError(f"--by: the table has no column(s) {missing}")
+    _report(df, args.metric, by, args.n_boot, args.level, args.plot)
+
+
+def _audit(args) -> None:
+    from jaxsynth.audit.command import run
+
+    run(args)
 
 
 def main(argv=None) -> int:
@@ -184,11 +273,15 @@ def main(argv=None) -> int:
             from jaxsynth.compilation import enable_compilation_cache
 
             enable_compilation_cache()
-        {"demo": _demo, "simulate": _simulate, "rate": _rate}[args.command](args)
+        {"demo": _demo, "simulate": _simulate, "rate": _rate, "audit": _audit}[args.command](args)
     except (_UsageError, ValueError) as exc:
         message = " ".join(str(exc).split())
         print(f"jaxsynth: error: {message}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        message = " ".join(str(exc).split())
+        print(f"jaxsynth: error: {message}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("jaxsynth: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -226,6 +226,10 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     source[order] = np.arange(total)  # grid position -> position in the ordered run
     if plan.retry is not None:
         parts, source = _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source)
+    if "weights" in parts[0]:  # a shrunk capacity gives narrower atoms than the first chunk's
+        width = max(p["weights"].shape[1] for p in parts)
+        parts = [{k: (_pad_atoms(v, width) if k in ATOMS + plan.atom_fields else v)
+                  for k, v in p.items()} for p in parts]
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
         return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}

@@ -51,11 +51,13 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
     pd.testing.assert_frame_equal(df.drop(columns=TIMING), ref.drop(columns=TIMING),
                                   check_dtype=False)
     assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
-            "w1_tree", "seconds"} <= set(df.columns)
+            "w1_lower", "w1_upper", "seconds"} <= set(df.columns)  # default: the bracket
+    assert "w1_tree" not in df
     capsys.readouterr()
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
     printed = capsys.readouterr().out
-    rates = estimate_rate(df, n_boot=200)
+    rates = estimate_rate(df, n_boot=200)  # default: w1_upper, as the command line
+    assert "slope of log E w1_upper (certified upper bound on ℓ∞ W1)" in printed
     for _, r in rates.iterrows():  # each fitted slope and its interval is printed
         assert f"{r.slope:.3f}" in printed and f"{r.ci_low:.3f}" in printed
     assert "fixed depth" in printed  # --depth 4: no rate, the error saturates
@@ -99,9 +101,9 @@ def test_module_entry_point_errors_without_traceback(tmp_path_factory):
 def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, tmp_path_factory):
     env = _env(tmp_path_factory)
     csv = tmp_path / "sweep.csv"
-    # 0.04 MiB holds one replicate per chunk: PMM writes 8 chunks, then Pruned-PMM compiles
+    # 0.08 MiB holds one replicate per chunk: PMM writes 8 chunks, then Pruned-PMM compiles
     args = ["simulate", *SWEEP[:-4], "--eps", "1", "--data-key", "3", "--seeds", "8",
-            "--memory-mb", "0.04", "--out", str(csv), "--quiet"]
+            "--memory-mb", "0.08", "--out", str(csv), "--quiet"]
     proc = _cli(args, env)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -118,7 +120,7 @@ def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, tmp_path_factor
     assert proc.returncode == 0, err[-2000:]
     resumed = _read(csv)
     ref = simulate(MECHS, "spiral", n=[300], eps=[1.0], seeds=8, progress=False, data_key=3,
-                   memory_bytes=40_000)
+                   memory_bytes=80_000)
     pd.testing.assert_frame_equal(resumed, ref.drop(columns=TIMING), check_dtype=False)
     # rerunning a finished sweep computes nothing and leaves the table as it is
     before = csv.read_text()
@@ -137,7 +139,8 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert set(df.depth) == {10, 12}  # the ambient-depth rule ceil(log2(eps n))
     assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
-    assert "slope of log E w1_tree" in printed and "(eps n)^(-1/2)" in printed
+    assert "slope of log E w1_upper (certified upper bound on ℓ∞ W1)" in printed
+    assert "(eps n)^(-1/2)" in printed and "w1_lower" in printed
 
 
 def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):

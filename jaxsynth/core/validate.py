@@ -10,6 +10,8 @@ arbitrary data into the cube.
 from __future__ import annotations
 
 import numbers
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -18,8 +20,11 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def check_data(X, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``."""
+def check_real_array(X, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a float64 array if it holds real numbers (ints or floats), else raise.
+
+    Booleans, complex numbers, strings and objects are refused (no silent cast).
+    """
     if isinstance(X, (str, bytes)):
         raise ValueError(f"{name} must be a numeric array of shape (n, d); got a string")
     try:
@@ -29,7 +34,12 @@ def check_data(X, name: str = "X") -> np.ndarray:
     if raw.dtype == bool or not (np.issubdtype(raw.dtype, np.integer)
                                  or np.issubdtype(raw.dtype, np.floating)):
         raise ValueError(f"{name} must hold real numbers; got dtype {raw.dtype}")
-    arr = raw.astype(np.float64)
+    return raw.astype(np.float64)
+
+
+def check_data(X, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``."""
+    arr = check_real_array(X, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must have shape (n, d); got an array of rank {arr.ndim}")
     n, d = arr.shape
@@ -102,3 +112,62 @@ def check_bool(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False; got {value!r}")
     return bool(value)
+
+
+def check_real(value, name: str, low=-np.inf, high=np.inf, closed_low: bool = True,
+               closed_high: bool = True) -> float:
+    """Return ``value`` as a float in the interval ``low .. high`` (not a bool or a string)."""
+    interval = f"{'[' if closed_low else '('}{low:g}, {high:g}{']' if closed_high else ')'}"
+    if not _is_real(value):
+        raise ValueError(f"{name} must be a number in {interval}; got {value!r}")
+    v = float(value)
+    ok = (v >= low if closed_low else v > low) and (v <= high if closed_high else v < high)
+    if np.isnan(v) or not ok:
+        raise ValueError(f"{name} must lie in {interval}; got {value!r}")
+    return v
+
+
+def check_str(value, name: str, allow_empty: bool = False) -> str:
+    """Return ``value`` if it is a string (non-empty unless ``allow_empty``)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string; got {value!r}")
+    if not allow_empty and not value.strip():
+        raise ValueError(f"{name} is empty")
+    return value
+
+
+def check_names(value, name: str) -> list[str]:
+    """A string or a list of non-empty strings as a list (``ValueError`` naming ``name``)."""
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError(f"{name} must be a string or a non-empty list of strings; got {value!r}")
+    for v in values:
+        check_str(v, name)
+    return list(values)
+
+
+def check_output_path(path, name: str, suffixes=None) -> Path:
+    """Validate a file path to be written, before any work: type, suffix, directory.
+
+    Refuses a path that is a directory (or ends with a separator), whose directory does
+    not exist or is not writable, an existing file that is not writable, and (with
+    ``suffixes``) a suffix not in that list.
+    """
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a file path; got {path!r}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{name} must be a file path; got {path!r}")
+    p = Path(text)
+    if text.endswith(("/", os.sep)) or p.is_dir():
+        raise ValueError(f"{name} {text!r} is a directory; give a file path")
+    if suffixes is not None and p.suffix.lower() not in suffixes:
+        raise ValueError(f"{name} must end in {', '.join(suffixes)}; got {text!r}")
+    parent = p.parent
+    if not parent.is_dir():
+        raise ValueError(f"{name} {text!r}: the directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {text!r}: the directory {str(parent)!r} is not writable")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ValueError(f"{name} {text!r} exists and is not writable")
+    return p

@@ -22,7 +22,7 @@ its own coordinates inside a known bounding box; Gaussian jitter and Gaussian bl
 truncated at 3 standard deviations (draws beyond are redrawn, i.e. rejection sampling), and
 the box enlarged by that bound is mapped into ``[margin, 1 - margin]^2`` by a fixed,
 data-independent affine map with a common scale (geometry preserved).  As a postcondition
-every generator's output is checked with ``jaxsynth._validate.check_data``.
+every generator's output is checked with ``jaxsynth.core.validate.check_data``.
 
 User files (``.npy``, ``.npz``, ``.csv``) are loaded and validated, never rescaled;
 ``rescale_to_unit_cube`` is the explicit way to map arbitrary data into the cube.
@@ -41,7 +41,13 @@ from typing import Callable
 import jax
 import numpy as np
 
-from jaxsynth.core.validate import check_data, check_positive_int
+from jaxsynth.core.validate import (
+    check_data,
+    check_positive_int,
+    check_real,
+    check_real_array,
+    check_str,
+)
 
 __all__ = [
     "DEFAULT_N",
@@ -409,6 +415,7 @@ def names() -> list[str]:
 
 
 def _canonical(name: str) -> str:
+    check_str(name, "name")
     key = name.strip().lower().replace("-", "_").replace(" ", "_")
     if key not in _SPECS:
         raise ValueError(
@@ -609,10 +616,7 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
     Returns:
       [n, d] float64 array inside ``[margin, 1 - margin]^d``.
     """
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"X must be a numeric array of shape (n, d): {exc}") from None
+    arr = check_real_array(X, "X")
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"X must be a non-empty array of shape (n, d); got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -625,13 +629,8 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
 
 
 def _check_range(value, name, low, high, closed_low=True, closed_high=True) -> float:
-    """``value`` as a float in the interval from ``low`` to ``high``, or ``ValueError``."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number; got {value!r}") from None
-    ok = (v >= low if closed_low else v > low) and (v <= high if closed_high else v < high)
-    if not ok or np.isnan(v):
-        interval = f"{'[' if closed_low else '('}{low}, {high}{']' if closed_high else ')'}"
-        raise ValueError(f"{name} must lie in {interval}; got {value!r}")
-    return v
+    """``value`` as a float in the interval from ``low`` to ``high``, or ``ValueError``.
+
+    Only real numbers are accepted: ``True`` or ``"0.5"`` is not a number.
+    """
+    return check_real(value, name, low, high, closed_low, closed_high)

@@ -3,7 +3,9 @@
 Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never through
 ``pyplot``: nothing opens a window and importing this module changes no global
 matplotlib state.  Each function returns the ``Figure`` (notebooks display it) and
-writes it to ``path`` when given.
+writes it to ``path`` when given (checked before any work).  Every figure names the
+quantity it shows (``quantity``): the certified upper or lower bound on the ℓ∞ (ℓ2) W1,
+the ultrametric tree W1, a Sinkhorn estimate, ...
 """
 
 from __future__ import annotations
@@ -13,13 +15,53 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from jaxsynth.core.validate import check_output_path, check_str
 from jaxsynth.experiments.rates import estimate_rate, theory
 
-__all__ = ["depth_plot", "rate_plot"]
+__all__ = ["check_figure_path", "depth_plot", "quantity", "rate_plot"]
+
+_QUANTITIES = {
+    "w1_upper": "certified upper bound on {g} W1",
+    "w1_tree_upper": "certified upper bound on {g} W1",
+    "w1_lower": "certified lower bound on {g} W1",
+    "w1_exact1d": "exact W1 (d = 1)",
+    "w1_sinkhorn": "Sinkhorn estimate of {g} W1",
+    "w1_tree": "ultrametric tree W1 (not the {g} W1)",
+}
+_GROUNDS = {"linf": "ℓ∞", "l2": "ℓ2"}
+
+
+def quantity(metric: str, df: pd.DataFrame | None = None) -> str:
+    """What a result column measures, in words, with the ground metric of ``df``."""
+    grounds = sorted(set(df["ground"].dropna())) if df is not None and "ground" in df else []
+    ground = _GROUNDS.get(grounds[0], grounds[0]) if len(grounds) == 1 else "ℓ∞" if not grounds \
+        else "/".join(_GROUNDS.get(g, g) for g in grounds)
+    return _QUANTITIES.get(metric, metric).format(g=ground)
+
+
+def check_figure_path(path, name: str = "path"):
+    """Validate where a figure will be written, before any work (suffix, directory)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffixes = tuple("." + k for k in FigureCanvasBase.get_supported_filetypes())
+    return check_output_path(path, name, suffixes)
+
+
+def _check_df(df, columns, name="df") -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame (a simulate table); got "
+                         f"{type(df).__name__}")
+    missing = [c for c in columns if c not in df]
+    if missing:
+        raise ValueError(f"{name} lacks the column(s) {missing}")
+    if len(df) == 0:
+        raise ValueError(f"{name} has no rows")
 
 
 def _groups(df: pd.DataFrame, by) -> list[tuple[tuple, str, pd.DataFrame]]:
     """(key tuple, label, rows) per group of ``by``."""
+    if not isinstance(by, (str, list, tuple)):
+        raise ValueError(f"by must be a column name or a list of them; got {by!r}")
     by = [by] if isinstance(by, str) else list(by)
     missing = [c for c in by if c not in df]
     if missing:
@@ -37,13 +79,13 @@ def _save(fig: Figure, path) -> Figure:
     return fig
 
 
-def rate_plot(df: pd.DataFrame, metric: str = "w1_tree", by=("mechanism", "data"),
+def rate_plot(df: pd.DataFrame, metric: str = "w1_upper", by=("mechanism", "data"),
               rates: pd.DataFrame | None = None, path=None) -> Figure:
     """Mean W1 against εn on log-log axes, with the fitted slope and the theory line.
 
     Args:
       df: a ``simulate`` table (columns ``eps``, ``n``, ``metric``, ``by``).
-      metric: the column plotted.
+      metric: the column plotted (default ``w1_upper``, the certified upper bound).
       by: columns defining one curve each.
       rates: ``estimate_rate(df, metric, by)`` if already computed (else computed with
         200 bootstrap resamples, enough for the legend's interval).
@@ -53,15 +95,20 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_tree", by=("mechanism", "data"
       the ``Figure``.  Points are cell means with ±2 standard errors; the solid line is
       the least-squares fit (its slope and interval in the legend); the dotted line is
       the papers' bound function (``rates.theory``) scaled to meet the fit at the
-      geometric middle of the εn range.
+      geometric middle of the εn range.  The axis and title name the quantity
+      (``quantity``); when ``metric`` is ``w1_upper`` and the table has ``w1_lower``,
+      the lower end's means are drawn as open markers, so the bracket is visible.
     """
+    check_str(metric, "metric")
+    _check_df(df, ["eps", "n", metric])
+    if path is not None:
+        check_figure_path(path)
     by = [by] if isinstance(by, str) else list(by)
-    if metric not in df:
-        raise ValueError(f"df lacks the column {metric!r}")
     if rates is None:
         rates = estimate_rate(df, metric=metric, by=by, n_boot=200)
     fig = Figure(figsize=(6.4, 4.8))
     ax = fig.add_subplot()
+    lower = "w1_lower" if metric == "w1_upper" and "w1_lower" in df else None
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     for i, (key, label, g) in enumerate(_groups(df, by)):
         fit = fits[key]
@@ -84,11 +131,21 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_tree", by=("mechanism", "data"
             if th is not None and fit["theory"] == th.label:
                 ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color=color,
                         label=f"{label}: theory {th.label} (slope {fit['bound_slope']:.2f})")
+        if lower is not None:
+            low = g.assign(en=g["eps"] * g["n"]).groupby("en")[lower].mean()
+            ax.plot(low.index.to_numpy(float), low.to_numpy(float), "o--", color=color, ms=4,
+                    mfc="none", lw=0.8, label=f"{label}: {quantity(lower, df)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("ε n")
-    ax.set_ylabel(metric.replace("w1_", "W1 (") + ")" if metric.startswith("w1_") else metric)
+    ax.set_ylabel(f"mean {metric}: {quantity(metric, df)}", fontsize=9)
+    if lower is None:
+        ax.set_title(f"{quantity(metric, df)} against ε n", fontsize=10)
+    else:
+        ground = quantity(metric, df).rsplit(" on ", 1)[-1]
+        ax.set_title(f"certified bracket of the {ground} against ε n: upper bound (filled, "
+                     "fitted), lower bound (open)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)
@@ -124,14 +181,16 @@ def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None
       nodes).  Seconds include each configuration's compilation unless the sweep was run
       with ``simulate(..., warmup=True)``.
     """
+    _check_df(df, [])
     if metric is None:
         metric = next((c for c in _COMPARABLE if c in df), _COMPARABLE[-1])
+    check_str(metric, "metric")
+    if path is not None:
+        check_figure_path(path)
     seconds = "release_seconds" if "release_seconds" in df else "seconds"
-    panels = [(metric, "mean " + metric, "linear"), (seconds, "seconds per replicate", "log"),
-              ("visited", "visited nodes", "log")]
-    missing = [c for c, _, _ in panels + [("depth", "", "")] if c not in df]
-    if missing:
-        raise ValueError(f"df lacks the column(s) {missing}")
+    panels = [(metric, f"mean {metric}: {quantity(metric, df)}", "linear"),
+              (seconds, "seconds per replicate", "log"), ("visited", "visited nodes", "log")]
+    _check_df(df, [c for c, _, _ in panels] + ["depth"])
     fig = Figure(figsize=(12, 3.8))
     axes = fig.subplots(1, 3)
     for _, label, g in _groups(df, by):

@@ -32,7 +32,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from jaxsynth.core.validate import check_fraction, check_positive_int
+from jaxsynth.core.validate import check_fraction, check_names, check_positive_int, check_str
 from jaxsynth.mechanisms.schedules import default_depth
 
 __all__ = ["Theory", "estimate_rate", "theory"]
@@ -95,20 +95,24 @@ def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
 
 
-def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng):
-    """(fit columns, log εn of the cells or ``None`` when εn takes a single value)."""
+def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng, name: str):
+    """Fit columns and the log εn of the cells; refuses a group that cannot be fitted."""
     cells = [c for _, c in g.groupby(["eps", "n"], sort=True)]
     values = [c[metric].to_numpy(np.float64) for c in cells]
     en = np.array([c["eps"].iloc[0] * c["n"].iloc[0] for c in cells], np.float64)
     x = np.log(en)
     means = np.array([v.mean() for v in values])
     if np.any(~np.isfinite(means)) or np.any(means <= 0):
-        raise ValueError(f"{metric} must be positive and finite in every cell to take logs")
-    row = {"cells": len(cells), "seeds": min(len(v) for v in values),
-           "eps_n_min": float(en.min()), "eps_n_max": float(en.max()),
-           "slope": np.nan, "ci_low": np.nan, "ci_high": np.nan, "se": np.nan}
+        raise ValueError(f"{metric} must be positive and finite in every cell to take logs; "
+                         f"{name} has a cell mean of {_show(means[~(means > 0)][0])}")
     if np.ptp(x) == 0:
-        return row, None
+        raise ValueError(f"{name} has a single eps·n value ({en[0]:g}); a slope needs cells "
+                         "at two or more values of eps·n")
+    if min(len(v) for v in values) < 2:
+        raise ValueError(f"{name} has a cell with a single replicate; a bootstrap interval "
+                         "needs at least 2 seeds per (eps, n) cell")
+    row = {"cells": len(cells), "seeds": min(len(v) for v in values),
+           "eps_n_min": float(en.min()), "eps_n_max": float(en.max())}
     boot = np.stack(
         [v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1) for v in values], axis=1
     )
@@ -118,6 +122,29 @@ def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng):
                ci_low=float(np.quantile(slopes, alpha)),
                ci_high=float(np.quantile(slopes, 1 - alpha)))
     return row, x
+
+
+def _show(value) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``df`` with ``eps``, ``n`` and ``metric`` as floats, or ``ValueError`` naming the column."""
+    out = {}
+    for column, rule in (("eps", "positive numbers"), ("n", "positive integers"),
+                         (metric, "non-negative numbers")):
+        value = pd.to_numeric(df[column], errors="coerce").to_numpy(np.float64,
+                                                                     na_value=np.nan)
+        bad = ~np.isfinite(value)
+        with np.errstate(invalid="ignore"):
+            bad |= (value < 0) if column == metric else (value <= 0)
+            if column == "n":
+                bad |= value != np.floor(value)
+        if bad.any():
+            raise ValueError(f"{column} must hold {rule}; {int(bad.sum())} row(s) do not "
+                             f"(first: {_show(df[column].iloc[int(np.argmax(bad))])})")
+        out[column] = value
+    return df.assign(**out)
 
 
 def _theory_columns(g: pd.DataFrame, x) -> dict:
@@ -147,7 +174,7 @@ def _theory_columns(g: pd.DataFrame, x) -> dict:
 
 def estimate_rate(
     df: pd.DataFrame,
-    metric: str = "w1_tree",
+    metric: str = "w1_upper",
     by=("mechanism", "data"),
     n_boot: int = 1000,
     level: float = 0.95,
@@ -158,7 +185,11 @@ def estimate_rate(
     Args:
       df: a ``simulate`` table: columns ``eps``, ``n``, ``metric`` and ``by`` (``kind``,
         ``d``, ``intrinsic_dim`` and ``depth`` enable the theory columns).
-      metric: the column to fit, e.g. ``"w1_tree"`` or ``"w1_upper"``.
+      metric: the column to fit.  Default ``"w1_upper"``: the certified upper bound on
+        the W1 of the sweep's ground metric, so the fitted slope is that of an upper
+        bound on ``E W1``, comparable with the papers' rates (which bound the ℓ∞ W1);
+        ``"w1_lower"`` gives the lower end, ``"w1_tree"`` the ultrametric tree W1 (a
+        different quantity, below the ℓ∞ W1).
       by: columns defining the groups; one fit per group.
       n_boot: bootstrap resamples.
       level: confidence level of the percentile interval, in (0, 1).
@@ -171,11 +202,17 @@ def estimate_rate(
       ``cells`` (distinct (ε, n)), ``seeds`` (fewest replicates in a cell),
       ``eps_n_min``, ``eps_n_max``, ``d``, ``intrinsic_dim``, ``theory`` (the bound's
       formula), ``theory_exponent`` and ``bound_slope`` (see the module docstring).
-      Groups with a single εn value get NaN slopes.
+
+    Raises:
+      ValueError: naming the argument or the group: a missing column, a row with a
+        non-positive or non-numeric ``eps``/``n``, a missing, non-numeric or negative
+        ``metric``, a group with a single εn value (no slope) or a cell with a single
+        replicate (no interval), a non-positive cell mean (no logarithm).
     """
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
-    by = [by] if isinstance(by, str) else list(by)
+    check_str(metric, "metric")
+    by = [] if isinstance(by, (list, tuple)) and not by else check_names(by, "by")
     missing = [c for c in ["eps", "n", metric, *by] if c not in df]
     if missing:
         raise ValueError(f"df lacks the column(s) {missing} (metric={metric!r}, by={by})")
@@ -184,13 +221,14 @@ def estimate_rate(
     n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
     level = check_fraction(level, "level")
     key = check_positive_int(key, "key", minimum=0)
-    if df[metric].isna().any():
-        raise ValueError(f"{metric} has missing values")
+    df = _numeric(df, metric)
     rows = []
     for values, g in df.groupby(by, sort=True) if by else [((), df)]:
         values = values if isinstance(values, tuple) else (values,)
         rng = np.random.default_rng([key, zlib.crc32(repr(values).encode())])
-        fit, x = _group_fit(g, metric, n_boot, level, rng)
+        name = "the group " + ", ".join(f"{c}={v!r}" for c, v in zip(by, values)) if by \
+            else "the table"
+        fit, x = _group_fit(g, metric, n_boot, level, rng, name)
         rows.append({**dict(zip(by, values)), "metric": metric, **fit, "level": level,
                      **_theory_columns(g, x)})
     columns = [*by, "metric", "slope", "ci_low", "ci_high", "level", "se", "cells", "seeds",

@@ -38,6 +38,8 @@ of the whole sweep.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import os
 import time
 
@@ -47,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from jaxsynth import engine
-from jaxsynth.api import check_mechanism, seed_indices
+from jaxsynth.api import check_measurable, check_mechanism, seed_count, seed_indices
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.validate import (
@@ -58,6 +60,7 @@ from jaxsynth.core.validate import (
     check_positive_int,
 )
 from jaxsynth.experiments import datasets
+from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path
 from jaxsynth.mechanisms.registry import mechanism
 from jaxsynth.wasserstein import bounds, exact1d
@@ -66,9 +69,18 @@ __all__ = ["METHODS", "simulate"]
 
 METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
 """W1 methods (``jaxsynth.wasserstein``); ``bracket`` gives the columns ``w1_lower, w1_upper``."""
+DEFAULT_METRICS = ("bracket",)
+"""The default: the certified bracket ``w1_lower ≤ W1 ≤ w1_upper`` of the ground metric's W1.
+
+The papers bound ℓ∞ (ℓ2) W1; the ultrametric tree W1 (``tree``) is another quantity, far
+below it in high dimension (0 while the depth is below d), so it is not the default."""
 GROUNDS = ("linf", "l2")
 CHUNK_REPLICATES = 256
 """Replicates released between two writes of the result store (at least one engine chunk)."""
+MEASURE_BLOCK = 16
+"""Replicates per call of the atom-based metrics (lower bound, exact1d): a fixed shape."""
+PREFLIGHT_CACHE_BYTES = 512 * 2**20
+"""Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
 
 # --------------------------------------------------------------------------- mechanisms
@@ -242,7 +254,14 @@ class _Measurer:
         return atoms + 12.0 * dirs * (self.X.shape[0] + 2 * atoms / (4 * (self.X.shape[1] + 2)))
 
     def device_values(self, out: dict) -> dict:
-        """Per-replicate metric arrays [E, S] on the device (all but Sinkhorn)."""
+        """Per-replicate metric arrays [E, S] (all but Sinkhorn).
+
+        The tree metrics come from the kernel.  The atom-based ones (the bracket's lower
+        end, exact1d) are computed per replicate on its own atoms, compacted to a width
+        set by its own atom count, in blocks of ``MEASURE_BLOCK``: one program per width,
+        so a replicate's value does not depend on the other replicates of its chunk, on
+        the ε list, on the chunk size or on the atom capacity (``_atom_metric``).
+        """
         values = {}
         upper = out[f"upper_{self.ground}"] * (1 + bounds.RELATIVE_MARGIN)
         for method, options, columns in self.methods:
@@ -254,24 +273,21 @@ class _Measurer:
                 key = (options.get("n_directions", bounds.DEFAULT_DIRECTIONS[self.ground]),
                        options.get("seed", 0))
                 dirs, data = self.projections[key]
-                points, weights = out["points"], out["weights"]
-                grid = weights.shape[:2]
-                raw = bounds.projected_w1(data, dirs, points.reshape((-1,) + points.shape[2:]),
-                                          weights.reshape((-1,) + weights.shape[2:]))
-                values["w1_lower"] = raw.reshape(grid)
+                values["w1_lower"] = _atom_metric("bracket", data, dirs, out["points"],
+                                                  out["weights"])
                 values["w1_upper"] = upper
             elif method == "exact1d":
                 data = jnp.asarray(np.sort(self.X[:, 0]).astype(np.float32))
-                values[columns[0]] = jax.vmap(jax.vmap(
-                    lambda p, w: exact1d.w1_against_sorted(data, p[:, 0], w)
-                ))(out["points"], out["weights"])
+                values[columns[0]] = _atom_metric("exact1d", data, None, out["points"],
+                                                  out["weights"])
         return values
 
     def host_values(self, values: dict, out: dict, seeds) -> dict:
         """Bring the finished numbers to the host; margins; Sinkhorn per replicate."""
         values = {k: np.asarray(v, np.float64) for k, v in jax.device_get(values).items()}
         if "w1_lower" in values:
-            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], self.X.shape[1], self.ground)
+            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], self.X.shape[1],
+                                                     self.ground)
         for method, options, columns in self.methods:
             if method == "sinkhorn":
                 values[columns[0]] = self._sinkhorn(out, options, seeds)
@@ -289,10 +305,90 @@ class _Measurer:
         for e, s in np.ndindex(*result.shape):
             # replicate (ε, s) gets js.w1(..., key=fold_in(key, s)) of its own measure, which
             # folds in the measure's flat index 0: the same numbers as js.w1 on js.release
-            rep = None if key is None else jax.random.fold_in(jax.random.fold_in(key, int(seeds[s])), 0)
-            result[e, s] = w1_sinkhorn(self.X, points[e, s], weights[e, s], metric=self.ground,
-                                       key=rep, **options).value
+            rep = None if key is None else jax.random.fold_in(
+                jax.random.fold_in(key, int(seeds[s])), 0)
+            # its own atoms in canonical order: padding and order depend on the chunk
+            p, w = _canonical_atoms(points[e, s], weights[e, s])
+            result[e, s] = w1_sinkhorn(self.X, p, w, metric=self.ground, key=rep,
+                                       **options).value
         return result
+
+
+def _canonical_atoms(points: np.ndarray, weights: np.ndarray):
+    """A replicate's positive atoms in a canonical order (coordinates, then weight), host."""
+    live = weights > 0
+    p, w = points[live], weights[live]
+    order = np.lexsort((w,) + tuple(p[:, k] for k in reversed(range(p.shape[1]))))
+    return p[order], w[order]
+
+
+@jax.jit
+def _canonical_chunk(points, weights):
+    """Every replicate's atoms [R, M, ...] in canonical order, and its positive-atom count.
+
+    Positive atoms first, sorted by coordinates then weight (the engine's atom order
+    depends on its capacity, which depends on the chunk).  Exact: a sort and gathers.
+    """
+    keep = weights > 0
+    keys = (weights,) + tuple(points[..., k] for k in reversed(range(points.shape[-1])))
+    order = jnp.lexsort(keys + (~keep,), axis=-1)
+    points = jnp.take_along_axis(points, order[..., None], axis=1)
+    weights = jnp.take_along_axis(weights, order, axis=1)
+    return points, weights, jnp.sum(keep, axis=1)
+
+
+@functools.partial(jax.jit, static_argnames=("width",))
+def _select(points, weights, counts, rows, width):
+    """Canonical replicates ``rows`` [B] cut (or padded) to ``width`` slots each.
+
+    Slots past a replicate's own atoms repeat its first atom with weight 0.  Exact.
+    """
+    p, w, c = points[rows], weights[rows], counts[rows]
+    if width > w.shape[1]:
+        extra = width - w.shape[1]
+        p = jnp.concatenate([p, jnp.repeat(p[:, :1], extra, axis=1)], axis=1)
+        w = jnp.concatenate([w, jnp.zeros((w.shape[0], extra), w.dtype)], axis=1)
+    p, w = p[:, :width], w[:, :width]
+    pad = jnp.arange(width)[None] >= c[:, None]
+    return jnp.where(pad[..., None], p[:, :1], p), jnp.where(pad, jnp.zeros_like(w), w)
+
+
+def _width(count: int) -> int:
+    """Atom slots of a replicate with ``count`` positive atoms: a power of two, at least 64."""
+    return max(64, 1 << max(0, int(count) - 1).bit_length())
+
+
+@functools.partial(jax.jit, static_argnames=("method",))
+def _measure_block(method, data, dirs, points, weights):
+    """Raw atom-based metric of a block [MEASURE_BLOCK, width, d] of measures."""
+    if method == "bracket":
+        return bounds.projected_w1(data, dirs, points, weights)
+    return jax.vmap(lambda p, w: exact1d.w1_against_sorted(data, p[:, 0], w))(points, weights)
+
+
+def _atom_metric(method, data, dirs, points, weights):
+    """``_measure_block`` of every replicate of [E, S, M, ...] atoms; [E, S] (host).
+
+    Replicates are grouped by ``_width`` of their own positive-atom count and measured
+    in blocks of ``MEASURE_BLOCK`` (the last padded by repeating a replicate):
+    every call has the same shapes for a given width, whatever the chunk.
+    """
+    grid = weights.shape[:2]
+    flat_p, flat_w, counts_dev = _canonical_chunk(points.reshape((-1,) + points.shape[2:]),
+                                                  weights.reshape((-1,) + weights.shape[2:]))
+    counts = np.asarray(counts_dev)
+    widths = np.array([_width(c) for c in counts])
+    parts, source, done = [], np.empty(len(counts), np.int64), 0
+    for width in np.unique(widths):
+        index = np.flatnonzero(widths == width)
+        rows = np.concatenate([index, np.repeat(index[-1:], -len(index) % MEASURE_BLOCK)])
+        source[index] = done + np.arange(len(index))
+        done += len(rows)
+        for start in range(0, len(rows), MEASURE_BLOCK):
+            block = jnp.asarray(rows[start: start + MEASURE_BLOCK], jnp.int32)
+            p, w = _select(flat_p, flat_w, counts_dev, block, width=int(width))
+            parts.append(_measure_block(method, data, dirs, p, w))
+    return np.concatenate(jax.device_get(parts))[source].reshape(grid)
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -302,13 +398,20 @@ def _devices(devices) -> list:
     local = jax.local_devices()
     if devices is None:
         return local
-    if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+    if isinstance(devices, (int, np.integer)) and not isinstance(devices, (bool, np.bool_)):
         if not 1 <= devices <= len(local):
             raise ValueError(f"devices must be between 1 and {len(local)}; got {devices}")
         return local[: int(devices)]
+    if not isinstance(devices, (list, tuple)):
+        raise ValueError(f"devices must be None, a count or a list of jax devices; got {devices!r}")
     devices = list(devices)
     if not devices:
         raise ValueError("devices is empty")
+    for dev in devices:
+        if not isinstance(dev, jax.Device):
+            raise ValueError(f"devices must be jax devices (jax.local_devices()); got {dev!r}")
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"devices has duplicates: {devices}")
     return devices
 
 
@@ -319,10 +422,20 @@ def _key_label(key) -> str:
     return ":".join(str(int(w)) for w in np.asarray(as_raw_key(key)).ravel())
 
 
+def _fingerprint(ds) -> str | None:
+    """SHA-256 of given points (arrays, files, trees), so a store never mixes two data sets
+    of one label; ``None`` for generated data (fixed by name, options, n and data key)."""
+    if isinstance(ds.spec, str):
+        return None
+    X = ds.spec.points if isinstance(ds.spec, DataTree) else ds.spec
+    X = np.ascontiguousarray(X, np.float64)
+    return "sha256:" + hashlib.sha256(repr(X.shape).encode() + X.tobytes()).hexdigest()
+
+
 def _load(ds, mechs, eps):
     """(points, DataTree deep enough for every mechanism at every ε, intrinsic dimension)."""
     X, tree, intrinsic = ds.load()
-    need = max(m.data_depth(X.shape[0], X.shape[1], eps) for m in mechs)
+    need = max(check_measurable(m, X.shape[0], X.shape[1], eps) for m in mechs)
     if tree is None or tree.depth < need:
         tree = DataTree.build(X, need)
     return X, tree, int(intrinsic)
@@ -361,7 +474,7 @@ def simulate(
     data,
     eps=(1.0,),
     seeds=100,
-    metrics=("tree",),
+    metrics=DEFAULT_METRICS,
     key=0,
     n=None,
     out=None,
@@ -377,7 +490,12 @@ def simulate(
     Sweeps mechanisms × data sets × n × ε × seeds; every replicate gets every metric.
     Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
     set and ε, so its row equals ``js.release(fold_in(key, s), M, X, ε)`` measured with
-    ``js.w1``, independent of chunking, device count and interruptions.
+    ``js.w1``, independent of chunking, device count, the other seeds and ε values of the
+    sweep, and interruptions (float32 rounding of ``js.w1``'s own batching apart).
+
+    Every argument is checked, every data set loaded and every mechanism planned and
+    sized for memory before the first replicate is released: bad input is refused with
+    a ``ValueError`` naming it, before any row is written.
 
     Args:
       mechanisms: a config (``js.PMM(...)``), a name (``registry.MECHANISMS``), a list of
@@ -386,15 +504,19 @@ def simulate(
         (``datasets.load``), a pair ``(name, options)`` (e.g. ``("subspace", {"d": 5,
         "k": 2})``), or a list or ``{label: ...}`` dict of these.
       eps: a budget or list of E budgets.
-      seeds: a count S (seeds ``0..S-1``) or a list of seed indices.
+      seeds: a count S (seeds ``0..S-1``), a ``range`` or a list of seed indices.
       metrics: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
-        ``w1_<name>`` (``bracket``: ``w1_lower``, ``w1_upper``).  ``tree`` and
-        ``tree_upper`` come from the release kernel; ``bracket`` options:
+        ``w1_<name>`` (``bracket``: ``w1_lower``, ``w1_upper``).  Default ``bracket``:
+        the certified bracket ``w1_lower ≤ W1 ≤ w1_upper`` of the ``ground`` W1, the
+        quantity the papers bound.  ``tree`` is the ultrametric tree W1, a different
+        quantity (far below the ℓ∞ W1 in high dimension).  ``tree`` and ``tree_upper``
+        (and ``w1_upper``) come from the release kernel at no cost; ``bracket`` options:
         ``n_directions``, ``seed``; ``sinkhorn`` options: those of ``w1_sinkhorn``.
       key: int or JAX key of the sweep.
       n: sizes for named data sets (default ``datasets.DEFAULT_N``); arrays and files
         keep their own size.
-      out: a ``.csv`` path: a ``ResultStore`` (resumable; see ``jaxsynth.experiments.store``).
+      out: a ``.csv`` path: a ``ResultStore`` (resumable and extendable; see
+        ``jaxsynth.experiments.store``).  Rows are appended as each chunk finishes.
       memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
       progress: show a tqdm progress bar (on stderr) when the sweep runs longer than 2 s.
       ground: ground metric, ``"linf"`` (default, seed 001 §7) or ``"l2"``.
@@ -411,7 +533,14 @@ def simulate(
       release and metrics; a group's first chunk includes compilation unless ``warmup``),
       ``release_seconds`` (the release alone), ``adjacency``, the budget parts
       (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
-      ...), and provenance: ``config``, ``key``, ``data_key``, ``ground``.
+      ...), and provenance: ``config``, ``key``, ``data_key``, ``ground``.  Its
+      ``attrs`` hold ``new_rows`` (replicates computed by this call) and, with ``out``,
+      ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
+
+    Raises:
+      ValueError: bad arguments, a foreign or changed ``out`` file, another writer on
+        it, or a sweep of more than ``store.MAX_ROWS`` rows (split it over disjoint seeds,
+        one file per part); always before any replicate is released.
     """
     from tqdm.auto import tqdm
 
@@ -419,7 +548,7 @@ def simulate(
     eps = check_epsilon(eps).ravel()
     if len(set(eps.tolist())) != len(eps):
         raise ValueError(f"eps has duplicate values: {eps.tolist()}")
-    seed_list = seed_indices(seeds).tolist()
+    n_seeds = seed_count(seeds)
     methods = _metrics(metrics)
     check_choice(ground, "ground", GROUNDS)
     check_bool(progress, "progress")
@@ -429,47 +558,59 @@ def simulate(
     data_key = check_positive_int(data_key, "data_key", minimum=0)
     devs = _devices(devices)
     key_label = _key_label(key)
-    sets = _data_sets(data, n, data_key)
     if out is not None:
-        check_out_path(out)
+        check_out_path(out)  # a foreign file is refused before the data are read
+    sets = _data_sets(data, n, data_key)
+    total = len(mechs) * len(sets) * len(eps) * n_seeds
+    if total > result_store.MAX_ROWS:
+        raise ValueError(
+            f"seeds: the sweep asks for {total} replicates ({len(mechs)} mechanism(s) × "
+            f"{len(sets)} data set(s) × {len(eps)} eps × {n_seeds} seeds); one sweep holds at "
+            f"most {result_store.MAX_ROWS} rows: run it in parts over disjoint seeds "
+            "(seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
+    seed_list = seed_indices(seeds).tolist()
     w1_columns = [c for _, _, cols in methods for c in cols]
     spec = {
         "key": key_label, "data_key": data_key, "ground": ground, "metrics": w1_columns,
         "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                    for label, m in mechs for ds in sets},
+        "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
+                 if (fp := _fingerprint(ds)) is not None},
     }
     store = ResultStore(out, spec, w1_columns) if out is not None else None
     frames = []
+    new_rows = 0
     with store or _NoStore():
         done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
         finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
-        total = len(mechs) * len(sets) * len(eps) * len(seed_list)
-        bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
+        work = []  # (data set, [(label, mech, seeds to do)]) with something to do
         for ds in sets:
-            loaded = measurer = None
+            todo = []
             for label, mech in mechs:
-                def todo_for(s):
-                    return any((label, ds.label, ds.n, float(e), s) not in finished for e in eps)
-
-                todo = [s for s in seed_list if todo_for(s)]
-                bar.update(len(eps) * (len(seed_list) - len(todo)))
-                if not todo:
-                    continue
-                if loaded is None:
-                    loaded = _load(ds, [m for _, m in mechs], eps)
-                    measurer = _Measurer.build(loaded[0], methods, ground)
-                X, tree, intrinsic = loaded
+                left = [s for s in seed_list
+                        if any((label, ds.label, ds.n, float(e), s) not in finished for e in eps)]
+                if left:
+                    todo.append((label, mech, left))
+            if todo:
+                work.append((ds, todo))
+        if store is not None:
+            store.check_room(sum(len(eps) * len(left) for _, todo in work
+                                 for _, _, left in todo))
+        prepared = _preflight(work, mechs, eps, methods, ground, memory_bytes, devs)
+        bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
+        bar.update(total - sum(len(eps) * len(left) for _, todo in work for _, _, left in todo))
+        for i, (ds, todo) in enumerate(work):
+            loaded, measurer, sized = prepared[i] if i in prepared else _prepare(
+                ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
+            X, _, intrinsic = loaded
+            for label, mech, left in todo:
+                plan, memory, chunk = sized[label]
                 common = {"mechanism": label, "kind": mech.name, "data": ds.label,
                           "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
                 provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
                               "ground": ground}
-                plan = mech.plan(tree, eps)
-                memory = memory_bytes or engine.device_memory(devs[0])
-                chunk = engine.chunk_size(measurer.bytes_per_replicate(plan), 2**30, memory,
-                                          devs[0].platform)
-                chunk = -(-chunk // len(devs)) * len(devs)
                 per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
-                runs = [todo[i: i + per_chunk] for i in range(0, len(todo), per_chunk)]
+                runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
                 if warmup:
                     _chunk(plan, measurer, key, runs[0], memory, devs, chunk)
                 for seeds_now in runs:
@@ -485,15 +626,65 @@ def simulate(
                         store.append(rows)
                     else:
                         frames.append(rows)
-                    bar.update(len(rows))
+                    new_rows += len(rows)
+                    bar.update(len(eps) * len(seeds_now))
+            prepared.pop(i, None)
         bar.close()
-        table = store.finish() if store is not None else (
-            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(KEY_COLUMNS)))
+        if store is not None:
+            table = store.finish()
+        elif frames:
+            table = pd.concat(frames, ignore_index=True)
+        else:
+            table = pd.DataFrame(columns=list(KEY_COLUMNS))
     requested = pd.MultiIndex.from_tuples(
         [(label, ds.label, ds.n, float(e), s) for label, _ in mechs for ds in sets
          for e in eps for s in seed_list], names=list(KEY_COLUMNS))
     keep = table.set_index(list(KEY_COLUMNS)).index.isin(requested)
-    return table[keep].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    result = table[keep].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    result.attrs["new_rows"] = new_rows
+    if store is not None:
+        result.attrs["file_rows"] = len(table)
+    return result
+
+
+def _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs):
+    """Load a data set, plan each mechanism to run on it and size its chunks.
+
+    Raises ``ValueError`` naming the data set (and the mechanism) that cannot run.
+    """
+    try:
+        loaded = _load(ds, [m for _, m in mechs], eps)
+        measurer = _Measurer.build(loaded[0], methods, ground)
+    except ValueError as exc:
+        raise ValueError(f"data set {ds.label} (n = {ds.n}): {exc}") from None
+    sized = {}
+    for label, mech, _ in todo:
+        try:
+            plan = mech.plan(loaded[1], eps)
+            memory = memory_bytes or engine.device_memory(devs[0])
+            chunk = engine.chunk_size(measurer.bytes_per_replicate(plan), 2**30, memory,
+                                      devs[0].platform)
+        except ValueError as exc:
+            raise ValueError(f"mechanism {label} on {ds.label} (n = {ds.n}): {exc}") from None
+        sized[label] = (plan, memory, -(-chunk // len(devs)) * len(devs))
+    return loaded, measurer, sized
+
+
+def _preflight(work, mechs, eps, methods, ground, memory_bytes, devs) -> dict:
+    """Every data set loaded, every mechanism planned and sized, before any release.
+
+    Bad input (a data set that cannot be generated, a depth the W1 cannot measure, a
+    replicate larger than the memory, ...) is refused here, before any row is written.
+    Returns the prepared data sets to keep for the run (up to ``PREFLIGHT_CACHE_BYTES``).
+    """
+    kept, used = {}, 0
+    for i, (ds, todo) in enumerate(work):
+        prepared = _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
+        size = prepared[0][0].nbytes * 4
+        if i == 0 or used + size <= PREFLIGHT_CACHE_BYTES:
+            kept[i] = prepared
+            used += size
+    return kept
 
 
 class _NoStore:

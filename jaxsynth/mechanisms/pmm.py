@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxsynth import engine
 from jaxsynth.core import partition
-from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import capacity_bucket, path_words
 from jaxsynth.core.noise import SATURATION
 from jaxsynth.core.validate import check_choice, check_positive_int, check_positive_number
@@ -98,6 +98,8 @@ class _PMMFamily:
     def __post_init__(self):
         if self.depth is not None:
             check_positive_int(self.depth, "depth")
+            if self.depth > MAX_DEPTH:
+                raise ValueError(f"depth must be at most {MAX_DEPTH}; got {self.depth}")
         check_choice(self.schedule, "schedule", schedules.SCHEDULES)
         if self.packing_k is not None:
             check_positive_number(self.packing_k, "packing_k")

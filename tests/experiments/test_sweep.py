@@ -19,9 +19,10 @@ import pandas as pd
 import pytest
 
 import jaxsynth as js
-from jaxsynth.experiments.sweep import _data_sets, simulate
+from jaxsynth.experiments.sweep import _canonical_atoms, _data_sets, simulate
 from jaxsynth.mechanisms.registry import depth_sweep, mechanism
 from jaxsynth.wasserstein import w1
+from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
 MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]  # the shapes tests/test_cli.py uses
 EPS = [1.0, 2.0]
@@ -33,9 +34,12 @@ def X():
     return js.datasets.load("spiral", n=300, key=3)
 
 
+METRICS = ["tree", "bracket"]
+
+
 @pytest.fixture(scope="module")
 def table(X):
-    return simulate(MECHS, X, eps=EPS, seeds=4, metrics=["tree"], key=7, progress=False)
+    return simulate(MECHS, X, eps=EPS, seeds=4, metrics=METRICS, key=7, progress=False)
 
 
 def _numbers(df):
@@ -69,18 +73,33 @@ def test_rows_equal_release_and_w1_per_replicate(X, table):
 
 
 def test_chunk_size_does_not_change_results(X, table):
-    # 40 kB holds two replicates per chunk: chunks of two instead of one of eight
-    small = simulate(MECHS, X, eps=[1.0], seeds=4, metrics=["tree"], key=7, progress=False,
-                     memory_bytes=40_000)
+    # 160 kB holds two replicates per chunk: chunks of two instead of one of eight
+    small = simulate(MECHS, X, eps=[1.0], seeds=4, metrics=METRICS, key=7, progress=False,
+                     memory_bytes=160_000)
     pd.testing.assert_frame_equal(_numbers(small),
                                   _numbers(table[table.eps == 1.0]).reset_index(drop=True))
 
 
+def test_replicate_values_do_not_depend_on_the_rest_of_the_sweep(X, table):
+    # A replicate's every number, the bracket's lower end included, must not depend on
+    # the other replicates of its chunk or the eps list (the chunk size: the test below).
+    # (Measured on the whole chunk at once, the lower end moved here by 4e-9 to 7e-9.)
+    for eps, seeds in (([2.0], [1, 3]), ([1.0], [0, 1, 2]), ([1.0, 2.0], [2])):
+        part = simulate(MECHS, X, eps=eps, seeds=seeds, metrics=METRICS, key=7,
+                        progress=False)
+        mine = table.set_index(["mechanism", "eps", "seed"]).loc[
+            list(zip(part.mechanism, part.eps, part.seed))].reset_index()
+        pd.testing.assert_frame_equal(_numbers(part), _numbers(mine)[list(part.columns[
+            ~part.columns.isin(TIMING)])])
+    assert (table.w1_lower > 0).all() and (table.w1_lower < table.w1_upper).all()
+
+
 def test_resume_skips_done_units_and_ends_identical(X, table, tmp_path):
     out = tmp_path / "sweep.csv"
-    first = simulate(MECHS[:1], X, eps=EPS, seeds=4, key=7, out=out, progress=False)
+    first = simulate(MECHS[:1], X, eps=EPS, seeds=4, key=7, out=out, progress=False,
+                     metrics=METRICS)
     assert len(pd.read_csv(out)) == 8
-    full = simulate(MECHS, X, eps=EPS, seeds=4, key=7, out=out, progress=False)
+    full = simulate(MECHS, X, eps=EPS, seeds=4, key=7, out=out, progress=False, metrics=METRICS)
     on_disk = pd.read_csv(out, dtype={"key": str})
     pd.testing.assert_frame_equal(_numbers(full), _numbers(on_disk), check_dtype=False)
     pd.testing.assert_frame_equal(_numbers(full), _numbers(table), check_dtype=False)
@@ -100,7 +119,7 @@ def test_resume_refuses_rows_of_another_configuration(X, tmp_path):
 
 def test_named_data_sets(table):
     df = simulate({"pmm4": MECHS[0]}, [("spiral", {"noise": 0.0}), "uniform"], eps=EPS,
-                  seeds=4, n=300, key=7, progress=False, data_key=3)
+                  seeds=4, n=300, key=7, progress=False, data_key=3, metrics=METRICS)
     assert list(dict.fromkeys(df.data)) == ["spiral(noise=0.0)", "uniform"]
     assert (df.mechanism == "pmm4").all() and (df.kind == "pmm").all() and (df.n == 300).all()
     assert dict(zip(df.data, df.intrinsic_dim)) == {"spiral(noise=0.0)": 1, "uniform": 2}
@@ -137,7 +156,7 @@ def test_data_and_sizes_expand_in_order(X):
         (dict(metrics=["wasserstein"]), "unknown W1 method"),
         (dict(ground="l1"), "ground"),
         (dict(n=[100]), "does not match"),
-        (dict(out="table.json"), "out must be a .csv"),
+        (dict(out="table.json"), "out must end in .csv"),
         (dict(devices=99), "devices"),
         (dict(data=np.full((5, 2), 2.0)), "outside"),
         (dict(data=("spiral", {"key": 1})), "data_key"),
@@ -174,7 +193,8 @@ _DEVICES_SCRIPT = textwrap.dedent(
     assert jax.local_device_count() == 2, jax.local_devices()
     X = js.datasets.load("spiral", n=300, key=3)
     mech = js.PrunedPMM(depth=4)
-    two = simulate(mech, X, eps=[1.0, 2.0], seeds=4, key=7, progress=False)
+    two = simulate(mech, X, eps=[1.0, 2.0], seeds=4, key=7, progress=False,
+                   metrics=["tree", "bracket"])
     plan = mech.plan(js.prepare(X, 4), [1.0, 2.0])
     seen = []
     def spy(out):
@@ -214,6 +234,8 @@ def test_sinkhorn_subsample_keys_follow_the_seed_not_the_chunk(X, table):
     np.testing.assert_array_equal(whole.w1_sinkhorn, split.w1_sinkhorn)
     for s in range(2):  # replicate s: release key fold_in(7, s), subsample key fold_in(5, s)
         out = js.release(jax.random.fold_in(jax.random.key(7), s), MECHS[0], X, 1.0)
-        value = w1(X, out, method="sinkhorn", subsample=100,
-                   key=jax.random.fold_in(jax.random.key(5), s))
+        # measured on its own atoms in canonical order (padding and order are the chunk's)
+        p, w = _canonical_atoms(np.asarray(out.points), np.asarray(out.weights))
+        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(5), s), 0)  # as js.w1
+        value = w1_sinkhorn(X, p, w, subsample=100, key=key).value
         assert whole.w1_sinkhorn[s] == value

@@ -1,0 +1,245 @@
+"""Every bad input gets a clear refusal, before any work (issue 10 §3; SPEC §0).
+
+Truth: through the API, a ``ValueError`` whose message names the argument; through the
+command line, exit status 2 and one line ``jaxsynth: error: ...`` on stderr, no
+traceback, no file written and every existing file byte-identical.  Each case of the
+issue is a row of one of the two tables below.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import jaxsynth as js
+from jaxsynth.cli import main
+from jaxsynth.experiments import datasets
+from jaxsynth.experiments.plots import depth_plot, rate_plot
+from jaxsynth.experiments.rates import estimate_rate
+
+X = js.datasets.load("spiral", n=200, key=0)
+D200 = ("uniform", {"d": 200})
+
+
+def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
+    """A small result table (two eps·n cells of ``seeds`` replicates)."""
+    rows = [dict(mechanism="pmm", kind="pmm", data="spiral", n=n, d=2, intrinsic_dim=1,
+                 eps=1.0, seed=s, w1_lower=0.01 * (1 + s) / n ** 0.5,
+                 w1_upper=(1 + 0.1 * s) / n ** 0.5, ground="linf")
+            for n in sizes for s in range(seeds)]
+    df = pd.DataFrame(rows)
+    return df if w1 is None else df.assign(**w1)
+
+
+API = [
+    # issue 10 §3, in its order
+    ("PrivTree(shift='False')", lambda: js.PrivTree(shift="False"), "shift must be True or False"),
+    ("simulate metrics ''", lambda: js.simulate("pmm", X, metrics="", progress=False),
+     "metrics: unknown W1 method ''"),
+    ("simulate metrics []", lambda: js.simulate("pmm", X, metrics=[], progress=False),
+     "metrics must be a non-empty list"),
+    ("simulate seeds 1e8", lambda: js.simulate("pmm", X, seeds=10**8, progress=False),
+     "seeds: the sweep asks for 100000000 replicates"),
+    ("estimate_rate single cell", lambda: estimate_rate(_table(sizes=(1000,))),
+     "single eps·n value"),
+    ("estimate_rate one seed", lambda: estimate_rate(_table(seeds=1)), "single replicate"),
+    ("estimate_rate n = 0", lambda: estimate_rate(_table().assign(n=0)), "n must hold"),
+    ("estimate_rate negative W1",
+     lambda: estimate_rate(_table(w1={"w1_upper": -1.0})), "w1_upper must hold"),
+    ("estimate_rate bad metric", lambda: estimate_rate(_table(), metric="w1_nope"), "w1_nope"),
+    ("estimate_rate metric 3", lambda: estimate_rate(_table(), metric=3), "metric must be"),
+    ("estimate_rate by 3", lambda: estimate_rate(_table(), by=3), "by must be"),
+    ("release mech='pmm'", lambda: js.release(0, "pmm", X, 1.0), "mech must be a mechanism"),
+    ("release key='abc'", lambda: js.release("abc", js.PMM(depth=3), X, 1.0), "key must be"),
+    ("PMM(root_scale='x')", lambda: js.PMM(root_scale="x"), "root_scale must be"),
+    ("release_batch memory_bytes=0",
+     lambda: js.release_batch(0, js.PMM(depth=3), X, 1.0, memory_bytes=0), "memory_bytes"),
+    ("simulate memory_bytes=0",
+     lambda: js.simulate("pmm", X, memory_bytes=0, progress=False), "memory_bytes"),
+    ("release_batch seeds=1.5", lambda: js.release_batch(0, js.PMM(depth=3), X, 1.0, seeds=1.5),
+     "seeds must be an integer"),
+    ("simulate seeds=1.5", lambda: js.simulate("pmm", X, seeds=1.5, progress=False),
+     "seeds must be an integer"),
+    ("release eps=True", lambda: js.release(0, js.PMM(depth=3), X, True), "eps must be"),
+    ("simulate eps=True", lambda: js.simulate("pmm", X, eps=True, progress=False),
+     "eps must be"),
+    ("release complex data", lambda: js.release(0, js.PMM(depth=3), X.astype(complex), 1.0),
+     "X must hold real numbers"),
+    ("simulate complex data", lambda: js.simulate("pmm", X.astype(complex), progress=False),
+     "data must hold real numbers"),
+    ("release PrunedPMM(depth=200)", lambda: js.release(0, js.PrunedPMM(depth=200), X, 1.0),
+     "needs depth 200 in d = 2"),
+    ("release_batch PrunedPMM(depth=200)",
+     lambda: js.release_batch(0, js.PrunedPMM(depth=200), X, [1.0]), "needs depth 200"),
+    # and the other boundaries: booleans are booleans, numbers are numbers
+    ("PMM(depth=True)", lambda: js.PMM(depth=True), "depth must be an integer"),
+    ("PMM(depth=2.0)", lambda: js.PMM(depth=2.0), "depth must be an integer"),
+    ("PMM(depth=10**6)", lambda: js.PMM(depth=10**6), "depth must be"),
+    ("PrivTree(depth_cap='3')", lambda: js.PrivTree(depth_cap="3"), "depth_cap must be"),
+    ("PrivTree(capacity=True)", lambda: js.PrivTree(capacity=True), "capacity must be"),
+    ("Adaptive(eps_sel=True)", lambda: js.AdaptivePrunedPMM(eps_sel=True), "eps_sel must be"),
+    ("Adaptive(C='1')", lambda: js.AdaptivePrunedPMM(C="1"), "C must be"),
+    ("PMM(schedule=1)", lambda: js.PMM(schedule=1), "schedule must be one of"),
+    ("simulate progress='no'", lambda: js.simulate("pmm", X, progress="no"), "progress must be"),
+    ("simulate warmup=1", lambda: js.simulate("pmm", X, warmup=1, progress=False),
+     "warmup must be"),
+    ("simulate devices='1'", lambda: js.simulate("pmm", X, devices="1", progress=False),
+     "devices must be"),
+    ("simulate devices=True", lambda: js.simulate("pmm", X, devices=True, progress=False),
+     "devices must be"),
+    ("simulate data_key=1.0", lambda: js.simulate("pmm", X, data_key=1.0, progress=False),
+     "data_key must be"),
+    ("simulate ground=1", lambda: js.simulate("pmm", X, ground=1, progress=False),
+     "ground must be one of"),
+    ("simulate seeds=range(-1, 3)", lambda: js.simulate("pmm", X, seeds=range(-1, 3),
+                                                         progress=False), "seeds must lie"),
+    ("simulate out=True", lambda: js.simulate("pmm", X, out=True, progress=False),
+     "out must be a file path"),
+    ("load noise=True", lambda: datasets.load("spiral", n=10, noise=True), "noise must be"),
+    ("load noise='0.1'", lambda: datasets.load("spiral", n=10, noise="0.1"), "noise must be"),
+    ("load n=True", lambda: datasets.load("spiral", n=True), "n must be"),
+    ("describe(3)", lambda: datasets.describe(3), "name must be a string"),
+    ("rescale complex", lambda: datasets.rescale_to_unit_cube(X.astype(complex)),
+     "X must hold real numbers"),
+    ("rescale margin=True", lambda: datasets.rescale_to_unit_cube(X, margin=True),
+     "margin must be"),
+    ("prepare depth=1.5", lambda: js.prepare(X, 1.5), "depth must be"),
+    ("w1 method=1", lambda: js.w1(X, js.release(0, js.PMM(depth=2), X, 1.0), method=1),
+     "method must be"),
+    ("rate_plot df=[1]", lambda: rate_plot([1]), "df must be a pandas DataFrame"),
+    ("rate_plot unwritable path",
+     lambda: rate_plot(_table(), path="/nonexistent/dir/rate.png"), "does not exist"),
+    ("rate_plot path suffix", lambda: rate_plot(_table(), path="rate.txt"), "path must end in"),
+    ("depth_plot df=None", lambda: depth_plot(None), "df must be a pandas DataFrame"),
+]
+
+
+@pytest.mark.parametrize("call, match", [c[1:] for c in API], ids=[c[0] for c in API])
+def test_api_refuses_naming_the_argument(call, match):
+    with pytest.raises(ValueError, match=match.replace("(", r"\(").replace(")", r"\)")):
+        call()
+
+
+@pytest.mark.parametrize("mech", [js.PrivTree(), js.AdaptivePrunedPMM()],
+                         ids=["privtree", "adaptive"])
+def test_a_mechanism_that_cannot_run_is_refused_before_other_rows_are_written(tmp_path, mech):
+    # d = 200: Pruned-PMM fits in 40 MiB, PrivTree and Adaptive do not; nothing is written
+    out = tmp_path / "d200.csv"
+    with pytest.raises(ValueError, match=f"mechanism {mech.name} on uniform\\(d=200\\).*"
+                                         "one replicate needs"):
+        js.simulate({"pruned-pmm": js.PrunedPMM(), mech.name: mech}, D200, n=2000,
+                    eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False)
+    assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- command line
+
+SIM = ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "200", "--depth", "3",
+       "--eps", "1", "--seeds", "2", "--quiet"]
+
+
+def _setup(tmp_path):
+    """The files the command-line cases refer to (all must stay byte-identical)."""
+    (tmp_path / "foreign.csv").write_bytes(b"a,b\n1,2\n3,4")  # no final newline
+    (tmp_path / "empty.csv").write_bytes(b"")
+    np.savetxt(tmp_path / "data.csv", X, delimiter=",")
+    (tmp_path / "a-directory.csv").mkdir()
+    table = _table()
+    table.to_csv(tmp_path / "sweep.csv", index=False)
+    table[table.n == 1000].to_csv(tmp_path / "one-cell.csv", index=False)
+    table[table.seed == 0].to_csv(tmp_path / "one-seed.csv", index=False)
+    table.assign(n=table.n.where(table.seed > 0, 0)).to_csv(tmp_path / "n0.csv", index=False)
+    table.assign(w1_upper=table.w1_upper.where(table.seed > 0, -0.5)).to_csv(
+        tmp_path / "negative.csv", index=False)
+    text = table.astype({"w1_upper": object})
+    text.loc[1, "w1_upper"] = "abc"
+    text.to_csv(tmp_path / "text.csv", index=False)
+    table.to_csv(tmp_path / "tree-only.csv", index=False, columns=[
+        c for c in table if c not in ("w1_lower", "w1_upper")] + ["w1_lower"])
+
+
+CLI = [
+    # issue 10 §2: the store refuses, before any work
+    ("out foreign csv", [*SIM, "--out", "foreign.csv"], "was not written by jaxsynth"),
+    ("out is the data file", [*SIM[:4], "data.csv", *SIM[5:], "--out", "data.csv"],
+     "was not written by jaxsynth"),
+    ("out empty file", [*SIM, "--out", "empty.csv"], "was not written by jaxsynth"),
+    ("out a directory", [*SIM, "--out", "a-directory.csv"], "is a directory"),
+    ("out trailing slash", [*SIM, "--out", "new.csv/"], "is a directory"),
+    ("out missing directory", [*SIM, "--out", "missing/x.csv"], "does not exist"),
+    ("out not csv", [*SIM, "--out", "x.json"], "out must end in .csv"),
+    # issue 10 §3
+    ("metric ''", [*SIM, "--metric", "", "--out", "x.csv"], "metrics must be a non-empty"),
+    ("metric unknown", [*SIM, "--metric", "wasserstein", "--out", "x.csv"],
+     "unknown W1 method"),
+    ("seeds 100000000", [*SIM, "--seeds", "100000000", "--out", "x.csv"],
+     "asks for 100000000 replicates"),
+    ("d = 200 privtree", ["simulate", "--mechanism", "pruned-pmm,privtree", "--data", "uniform",
+                          "--d", "200", "--n", "2000", "--eps", "1,4", "--seeds", "2",
+                          "--memory-mb", "40", "--out", "x.csv"], "mechanism privtree on"),
+    ("rate empty", ["rate", "empty.csv"], "holds no rows"),
+    ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),
+    ("rate bad metric", ["rate", "sweep.csv", "--metric", "nope"], "has no column nope"),
+    ("rate default metric absent", ["rate", "tree-only.csv"], "has no column w1_upper"),
+    ("rate n = 0", ["rate", "n0.csv"], "n value(s) that are not a positive integer"),
+    ("rate negative W1", ["rate", "negative.csv"], "w1_upper value(s) that are missing"),
+    ("rate non-numeric W1", ["rate", "text.csv"], "first: 'abc'"),
+    ("rate unwritable plot", ["rate", "sweep.csv", "--plot", "/nonexistent/x.png"],
+     "does not exist"),
+    ("rate plot suffix", ["rate", "sweep.csv", "--plot", "x.txt"], "--plot must end in"),
+    ("rate single cell", ["rate", "one-cell.csv"], "single eps·n value"),
+    ("rate one seed", ["rate", "one-seed.csv"], "single replicate"),
+    ("rate by unknown", ["rate", "sweep.csv", "--by", "colour"], "--by"),
+    ("rate n-boot 0", ["rate", "sweep.csv", "--n-boot", "0"], "--n-boot"),
+    ("rate level 2", ["rate", "sweep.csv", "--level", "2"], "level must be"),
+    ("rate missing file", ["rate", "nowhere.csv"], "not found"),
+    ("seeds 1.5", [*SIM, "--seeds", "1.5", "--out", "x.csv"], "--seeds"),
+    ("seeds 0", [*SIM, "--seeds", "0", "--out", "x.csv"], "--seeds"),
+    ("first-seed -1", [*SIM, "--first-seed", "-1", "--out", "x.csv"], "--first-seed"),
+    ("eps true", [*SIM, "--eps", "true", "--out", "x.csv"], "--eps"),
+    ("eps nan", [*SIM, "--eps", "nan", "--out", "x.csv"], "eps must be finite"),
+    ("memory-mb 0", [*SIM, "--memory-mb", "0", "--out", "x.csv"], "--memory-mb"),
+    ("memory-mb nan", [*SIM, "--memory-mb", "nan", "--out", "x.csv"], "--memory-mb"),
+    ("key abc", [*SIM, "--key", "abc", "--out", "x.csv"], "--key"),
+    ("key -1", [*SIM, "--key", "-1", "--out", "x.csv"], "key must be"),
+    ("depth 200", [*SIM, "--depth", "200", "--out", "x.csv"], "needs depth 200 in d = 2"),
+    ("n 0", [*SIM, "--n", "0", "--out", "x.csv"], "n must be"),
+    ("d for spiral", [*SIM, "--d", "3", "--out", "x.csv"], "d must be 2"),
+    ("unknown mechanism", [*SIM[:2], "pmmm", *SIM[3:], "--out", "x.csv"], "unknown mechanism"),
+    ("demo seeds 0", ["demo", "--seeds", "0"], "--seeds"),
+    ("demo out-dir a file", ["demo", "--out-dir", "foreign.csv"], "is not a directory"),
+]
+
+
+@pytest.mark.parametrize("args, match", [c[1:] for c in CLI], ids=[c[0] for c in CLI])
+def test_command_line_refuses_in_one_line_with_status_2(args, match, tmp_path, monkeypatch,
+                                                        capsys):
+    _setup(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("jaxsynth: error: ") and err.count("\n") == 1, err
+    assert match in err and "Traceback" not in err
+    assert captured.out == ""  # refused before any work: nothing computed, nothing printed
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert after == before  # nothing written, nothing changed
+
+
+def test_the_installed_command_prints_no_traceback(tmp_path):
+    _setup(tmp_path)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    for args, match in [([*SIM, "--out", "foreign.csv"], "was not written by jaxsynth"),
+                        (["rate", "text.csv"], "first: 'abc'")]:
+        proc = subprocess.run([sys.executable, "-m", "jaxsynth", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("jaxsynth: error: ") and match in proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert (tmp_path / "foreign.csv").read_bytes() == b"a,b\n1,2\n3,4"

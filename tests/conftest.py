@@ -4,6 +4,9 @@ XLA's CPU backend spends most of a small test's time compiling; the suite compil
 dozens of kernels, so it asks LLVM for its cheapest optimisation level.  Set before any
 computation (XLA reads the flag when the backend starts); a caller's own ``XLA_FLAGS``
 are kept.  The library itself never changes XLA or JAX configuration.
+
+``JAXSYNTH_FULL_TESTS=1`` runs the slow-marked tests at their full sizes (10^6 audit
+releases, 10^7-point scale run); by default they run in the reduced form CI affords.
 """
 
 import os
@@ -17,6 +20,9 @@ import logging  # noqa: E402
 import re  # noqa: E402
 
 import jax  # noqa: E402
+
+FULL_TESTS = os.environ.get("JAXSYNTH_FULL_TESTS", "") not in ("", "0")
+"""Run slow-marked tests at full size (see the module docstring)."""
 
 
 @contextlib.contextmanager

@@ -72,7 +72,6 @@ worse.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -170,8 +169,13 @@ class Candidates:
 
 
 def _norms(s: int, d: int, L: int) -> np.ndarray:
-    """``A_{s,r} = 2 Σ_{j<r} q_s^j`` for ``r = 1..L``, [L] float64."""
-    return 2.0 * np.cumsum(np.exp2(np.arange(L) * (s - 1) / (2.0 * d)))
+    """``A_{s,r} = 2 Σ_{j<r} q_s^j`` for ``r = 1..L``, [L] float64.
+
+    For large ``s`` and deep ``r`` (d in the hundreds) ``A`` exceeds every float and is
+    ``+inf``: the bound there is larger than any candidate's, which is all it is used for.
+    """
+    with np.errstate(over="ignore"):
+        return 2.0 * np.cumsum(np.exp2(np.arange(L) * (s - 1) / (2.0 * d)))
 
 
 def public_bound(s: int, n: int, d: int, eps_main: float, C: float = 1.0) -> np.ndarray:
@@ -179,7 +183,8 @@ def public_bound(s: int, n: int, d: int, eps_main: float, C: float = 1.0) -> np.
     L = max_depth(n, d, eps_main)
     a = _norms(s, d, L)
     scale = C / (eps_main * n)
-    return scale + 2.0 * scale * a**2 + 2.0 * np.exp2(-np.arange(1, L + 1) / d)
+    with np.errstate(over="ignore"):  # A = +inf gives B = +inf (see _norms)
+        return scale + 2.0 * scale * a**2 + 2.0 * np.exp2(-np.arange(1, L + 1) / d)
 
 
 def standard_depth(s: int, n: int, d: int, eps_main: float) -> int:
@@ -221,7 +226,7 @@ def candidate_set(n: int, d: int, eps_main: float, kind: str = "standard", C: fl
     bound = np.array([public_bound(sa, n, d, eps_main, C)[r - 1] for sa, r in zip(dims, depth)])
     j = np.arange(int(depth.max()))
     used = j < depth[:, None]
-    q_pow = np.exp2(np.outer(s - 1, j) / (2.0 * d))  # [A, R]
+    q_pow = np.exp2(np.where(used, np.outer(s - 1, j), 0) / (2.0 * d))  # [A, R], finite
     sigmas = np.where(used, norm[:, None] / (eps_main * q_pow), 1.0)
     terms = (4.0 * C / n) * np.sum(np.where(used, sigmas * np.exp2(-j / d), 0.0), axis=1)
     return Candidates(

@@ -86,7 +86,7 @@ from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.frontier import path_words
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
-from jaxsynth.mechanisms.pmm import metric_tables, piece_size
+from jaxsynth.mechanisms.pmm import metric_tables
 from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 

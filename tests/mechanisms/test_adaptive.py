@@ -15,7 +15,6 @@ import functools
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
@@ -29,9 +28,7 @@ from jaxsynth.core.datatree import DataTree
 from jaxsynth.experiments import datasets
 from jaxsynth.mechanisms.adaptive import (
     AdaptivePrunedPMM,
-    candidate_set,
     main_key,
-    max_depth,
     select_candidate,
 )
 from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS, root_mass, sparse_kernel

@@ -1,6 +1,6 @@
 """The whole benchmark table of jaxsynth, against vectorized NumPy in the same run.
 
-    python benchmarks/run_all.py [--quick] [--scale] [--write BENCHMARKS.md]
+    python benchmarks/run_all.py [--quick] [--scale] [--w1] [--write BENCHMARKS.md]
 
 Per workload (n = 30000, ε = 1 unless ``--quick``): seconds per replicate of jaxsynth
 (release + exact tree W1, warm, best of three runs of a batch) and of the NumPy
@@ -16,7 +16,8 @@ compile time, the nodes visited and random words drawn per second, and those rat
 fraction of the machine's rough peak (``hash_peak``: Threefry-2x32 blocks per second in
 one fused loop, the bound on random words for any kernel of this design).  Then
 ``jaxsynth demo`` cold and with a warm compilation cache, peak memory, and with
-``--scale`` the n = 10^7, d = 3 preparation and releases (PMM, Pruned-PMM, tree W1).
+``--scale`` the n = 10^7, d = 3 preparation and releases (PMM, Pruned-PMM, tree W1);
+with ``--w1`` the W1 methods' timings and accuracy (``bench_w1.py --sinkhorn``).
 
 Runs unchanged on a GPU: chunk sizes come from the device's memory
 (``engine.device_memory``), and the device, jax version and date head the output.
@@ -195,7 +196,8 @@ def scale_run(n: int = 10**7, d: int = 3) -> list[str]:
     tree = js.prepare(X, r)
     _ = tree.range_min_table, tree.occupancy
     rows.append(f"| prepare (sort, split levels, range-min table), depth {r} | "
-                f"{time.perf_counter() - start:.1f} s | {peak_rss():.1f} GiB |")
+                f"{time.perf_counter() - start:.1f} s | {peak_rss():.1f} GiB | "
+                f"{int(tree.occupancy[r]):,} occupied leaves |")
     for mech in (js.PMM(depth=r), js.PrunedPMM(depth=r, engine="sparse")):
         plan = mech.plan(tree, [eps])
         start = time.perf_counter()
@@ -213,7 +215,9 @@ def peak_rss() -> float:
 
 def device_line() -> str:
     dev = jax.devices()[0]
-    return (f"{dev.platform.upper()} {getattr(dev, 'device_kind', '')} ({jax.device_count()} "
+    kind = getattr(dev, "device_kind", "")
+    kind = "" if kind.lower() == dev.platform.lower() else f" {kind}"
+    return (f"{dev.platform.upper()}{kind} ({jax.device_count()} "
             f"device(s), {os.cpu_count()} host cores), jax {jax.__version__}, numpy "
             f"{np.__version__}, Python {platform.python_version()}, "
             f"{datetime.date.today().isoformat()}")
@@ -224,9 +228,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="n = 3000 and fewer replicates")
     parser.add_argument("--scale", action="store_true", help="also the n = 10^7, d = 3 run")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo timings")
+    parser.add_argument("--w1", action="store_true",
+                        help="also run benchmarks/bench_w1.py --sinkhorn and append its output")
     parser.add_argument("--write", metavar="FILE", help="also write the markdown to FILE")
     args = parser.parse_args(argv)
-    lines = ["# Benchmarks", "", f"`python benchmarks/run_all.py{' --scale' if args.scale else ''}` "
+    flags = "".join(f" --{f}" for f in ("quick", "scale", "w1") if getattr(args, f))
+    lines = ["# Benchmarks", "", f"`python benchmarks/run_all.py{flags}` "
              f"on {device_line()}.", ""]
     peak = hash_peak()
     lines += [f"Machine peak for random words (one fused Threefry loop): {2 * peak / 1e9:.2f} G "
@@ -245,7 +252,7 @@ def main(argv=None) -> int:
         target = TARGETS[kind]
         ok &= ratio >= target
         lines.append(
-            f"| {name} | {ours['seconds']:.2e} | {theirs['seconds']:.2e} | **{ratio:.1f}×** | "
+            f"| {name} | {ours['seconds']:.2e} | {theirs['seconds']:.2e} | **{ratio:.2f}×** | "
             f"≥ {target:g}× | {ours['compile']:.1f} | {ours['visited'] / ours['seconds']:.2e} | "
             f"{ours['words'] / ours['seconds']:.2e} | "
             f"{ours['words'] / ours['seconds'] / (2 * peak):.0%} | "
@@ -262,6 +269,12 @@ def main(argv=None) -> int:
         lines += ["## n = 10^7, d = 3", "", "| step | time | peak host memory | result |",
                   "|---|---|---|---|"] + scale_run() + [""]
         print("\n".join(lines[-6:]), flush=True)
+    if args.w1:
+        w1_args = [sys.executable, str(ROOT / "benchmarks" / "bench_w1.py"), "--sinkhorn"]
+        w1_args += ["--quick"] if args.quick else []
+        report = subprocess.run(w1_args, check=True, capture_output=True, text=True).stdout
+        lines += ["## W1 methods (`python benchmarks/bench_w1.py --sinkhorn`)", "", "```",
+                  report.rstrip(), "```", ""]
     text = "\n".join(lines)
     print(text)
     if args.write:

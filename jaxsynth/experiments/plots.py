@@ -165,8 +165,8 @@ def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None
     """W1, seconds and visited nodes against depth, one curve per group (seed 001 Fig. 3).
 
     Args:
-      df: a ``simulate`` table of a depth sweep (``simulate.depth_sweep`` builds the
-        mechanisms); columns ``depth``, ``metric``, ``visited`` and ``release_seconds``
+      df: a ``simulate`` table of a depth sweep (``jaxsynth.mechanisms.registry.depth_sweep``
+        builds the mechanisms); columns ``depth``, ``metric``, ``visited`` and ``release_seconds``
         (or ``seconds``).
       metric: the W1 column; default the first present of ``w1_sinkhorn``, ``w1_upper``,
         ``w1_tree_upper``, ``w1_tree``.  The tree metric itself changes with the depth

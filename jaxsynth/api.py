@@ -137,9 +137,10 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None) -
     raw = as_raw_key(key)
     check_mechanism(mech)
     eps = check_epsilon(eps)
-    seeds = seed_indices(seeds)
+    count = seed_count(seeds)
     if memory_bytes is not None:
         memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
     tree = data_tree_for(mech, X, eps)
     plan = mech.plan(tree, eps)
-    return engine.release(plan, replicate_keys(raw, seeds), memory_bytes)
+    engine.check_results_fit(plan, count)  # before the seed list itself is built
+    return engine.release(plan, replicate_keys(raw, seed_indices(seeds)), memory_bytes)

@@ -149,7 +149,7 @@ def _parser() -> _Parser:
     arg("--level", type=float, default=0.95, metavar="L", help="confidence level (default 0.95)")
     arg("--plot", metavar="PNG", help="also write a W1 against eps n figure (.png, .pdf, .svg)")
 
-    from jaxsynth.audit import command as audit_command  # the privacy auditor (issue 10)
+    from jaxsynth.audit import command as audit_command  # the privacy auditor
 
     audit_command.add_parser(sub)
     return parser

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any, Callable, Hashable
 
 import jax
@@ -47,6 +48,9 @@ ACCELERATOR_MEMORY_SHARE = 0.6
 MAX_CHUNK = {"cpu": 32, "default": 8192}
 """Largest chunk per platform: on a CPU the loop bodies run on one core and small chunks
 keep a piece's working set in cache; accelerators want wide batches."""
+
+RESULT_SCALAR_BYTES = 256
+"""Bytes of one replicate's scalars and diagnostics in a kept result (an upper bound)."""
 
 SCALARS = ("size", "visited", "leaves", "depth")
 """Per-replicate fields every kernel returns besides its atoms."""
@@ -69,6 +73,8 @@ class Plan:
       budget: [E] accounting parts (``"epsilon"`` and its split).
       adjacency: the adjacency the accounting assumes (oracles say so here).
       bytes_per_replicate: working memory of one replicate (atoms included).
+      atom_bytes: bytes of one replicate's released atoms (an upper bound); ``release``
+        keeps them for every replicate.
       info_fields: per-replicate diagnostics the kernel returns (``out.info``).
       atom_fields: per-atom fields besides ``ATOMS`` (e.g. PrivTree's ``noisy_mass``).
       info: per-ε host arrays [E, ...] added to ``out.info``.
@@ -88,6 +94,7 @@ class Plan:
     budget: dict
     adjacency: str
     bytes_per_replicate: float
+    atom_bytes: float = 0.0
     info_fields: tuple = ()
     atom_fields: tuple = ()
     info: dict = dataclasses.field(default_factory=dict)
@@ -130,6 +137,34 @@ def device_memory(device=None) -> int:
     stats = device.memory_stats() or {}
     limit = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
     return int(limit * ACCELERATOR_MEMORY_SHARE) if limit > 0 else DEFAULT_MEMORY_BYTES
+
+
+def result_memory(device=None) -> int:
+    """Memory the kept results of a release may fill: the host's RAM on a CPU, else the
+    accelerator's (where ``release`` leaves them)."""
+    device = device or jax.devices()[0]
+    if device.platform != "cpu":
+        limit = (device.memory_stats() or {}).get("bytes_limit", 0)
+        if limit > 0:
+            return int(limit)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_results_fit(plan: Plan, seeds: int) -> None:
+    """Refuse, before any work, a release whose kept atoms would not fit in memory.
+
+    Raises:
+      ValueError: naming ``seeds``.
+    """
+    replicates = len(plan.eps) * seeds
+    need = replicates * (plan.atom_bytes + RESULT_SCALAR_BYTES)
+    limit = result_memory()
+    if need > limit:
+        raise ValueError(
+            f"seeds: {len(plan.eps)} ε × {seeds} seeds keep {need / 2**30:.1f} GiB of released "
+            f"atoms but {limit / 2**30:.1f} GiB is available; use fewer seeds, or js.simulate, "
+            "which keeps only each replicate's W1 values"
+        )
 
 
 def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int,
@@ -295,6 +330,7 @@ def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
 
 def release(plan: Plan, keys, memory_bytes: int | None = None) -> SyntheticMeasure:
     """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``."""
+    check_results_fit(plan, len(keys))
     out = run(plan, keys, atoms=True, memory_bytes=memory_bytes)
     return measure(plan, out)
 

@@ -1,4 +1,4 @@
-"""Every bad input gets a clear refusal, before any work (issue 10 §3; SPEC §0).
+"""Every bad input gets a clear refusal, before any work (SPEC §0).
 
 Truth: through the API, a ``ValueError`` whose message names the argument; through the
 command line, exit status 2 and one line ``jaxsynth: error: ...`` on stderr, no
@@ -37,7 +37,7 @@ def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
 
 
 API = [
-    # issue 10 §3, in its order
+    # the cases reported against the first version
     ("PrivTree(shift='False')", lambda: js.PrivTree(shift="False"), "shift must be True or False"),
     ("simulate metrics ''", lambda: js.simulate("pmm", X, metrics="", progress=False),
      "metrics: unknown W1 method ''"),
@@ -61,6 +61,8 @@ API = [
      lambda: js.release_batch(0, js.PMM(depth=3), X, 1.0, memory_bytes=0), "memory_bytes"),
     ("simulate memory_bytes=0",
      lambda: js.simulate("pmm", X, memory_bytes=0, progress=False), "memory_bytes"),
+    ("release_batch seeds 2^32", lambda: js.release_batch(0, js.PMM(depth=12), X, 1.0,
+                                                          seeds=2**32), "seeds: 1 ε × 4294967296"),
     ("release_batch seeds=1.5", lambda: js.release_batch(0, js.PMM(depth=3), X, 1.0, seeds=1.5),
      "seeds must be an integer"),
     ("simulate seeds=1.5", lambda: js.simulate("pmm", X, seeds=1.5, progress=False),
@@ -164,7 +166,7 @@ def _setup(tmp_path):
 
 
 CLI = [
-    # issue 10 §2: the store refuses, before any work
+    # the store refuses, before any work
     ("out foreign csv", [*SIM, "--out", "foreign.csv"], "was not written by jaxsynth"),
     ("out is the data file", [*SIM[:4], "data.csv", *SIM[5:], "--out", "data.csv"],
      "was not written by jaxsynth"),
@@ -173,7 +175,7 @@ CLI = [
     ("out trailing slash", [*SIM, "--out", "new.csv/"], "is a directory"),
     ("out missing directory", [*SIM, "--out", "missing/x.csv"], "does not exist"),
     ("out not csv", [*SIM, "--out", "x.json"], "out must end in .csv"),
-    # issue 10 §3
+    # bad flags and values
     ("metric ''", [*SIM, "--metric", "", "--out", "x.csv"], "metrics must be a non-empty"),
     ("metric unknown", [*SIM, "--metric", "wasserstein", "--out", "x.csv"],
      "unknown W1 method"),

@@ -1,4 +1,4 @@
-"""Large data sets: preparation, release and in-kernel W1 at 10^6 points (issue: scale).
+"""Large data sets: preparation, release and in-kernel W1 at 10^6 points.
 
 The reduced form (CI) prepares n = 10^6 points in d = 3; ``JAXSYNTH_FULL_TESTS=1`` runs
 the same checks at n = 10^7 (``benchmarks/run_all.py --scale`` records its time and

@@ -1,4 +1,4 @@
-"""Monte Carlo privacy auditing of the mechanisms (issue 10 §1; SPEC §10 ``js.audit``).
+"""Monte Carlo privacy auditing of the mechanisms (SPEC §10 ``js.audit``).
 
 ``audit(mech, eps)`` releases many replicates of worst-case neighbouring data sets
 (``neighbours``), chooses output events on half of them (``events``) and reports

@@ -459,6 +459,7 @@ class AdaptivePrunedPMM:
             budget={"epsilon": eps, "eps_sel": eps_sel, "eps_main": eps_main},
             adjacency="replacement",
             bytes_per_replicate=4 * words * slots + 4 * capacity * (2 * tree.d + 2),
+            atom_bytes=4 * capacity * (tree.d + 2),
             info_fields=("selected",) + pmm_kernels.W1_FIELDS,
             info={
                 "probabilities": stacked["probabilities"], "scores": stacked["scores"],

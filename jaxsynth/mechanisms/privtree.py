@@ -182,7 +182,7 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
     return engine.Plan(
         mechanism=name, kernel=tree_kernel, static=static, params=params, shared=shared,
         eps=np.asarray(eps, np.float64), budget=budget, adjacency=adjacency,
-        bytes_per_replicate=per_replicate, info_fields=info_fields,
+        bytes_per_replicate=per_replicate, atom_bytes=4 * Q * (d + 3), info_fields=info_fields,
         atom_fields=("noisy_mass",), info=info or {}, retry=retry, finish=finish,
     )
 

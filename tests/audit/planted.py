@@ -1,4 +1,4 @@
-"""Planted privacy bugs: test fixtures for the auditor, outside the public API (issue 10 §1).
+"""Planted privacy bugs: test fixtures for the auditor, outside the public API.
 
 Each is a subclass of a real mechanism config whose ``plan`` plants one bug through the
 kernels' audit hooks (``DenseStatic.noise`` / ``rule``, ``TreeStatic.split``) or the plan's

@@ -1,4 +1,4 @@
-"""The privacy auditor passes every real mechanism and flags every planted bug (issue 10 §1).
+"""The privacy auditor passes every real mechanism and flags every planted bug.
 
 Statistics: every audit uses fixed keys, so each run is deterministic.  A real mechanism
 has true loss ``≤ ε`` on every event, so its audited lower bound exceeds ε with probability

@@ -1,4 +1,4 @@
-"""Tests of the result store (jaxsynth/experiments/store.py; issue 10 §2).
+"""Tests of the result store (jaxsynth/experiments/store.py).
 
 Truth: whatever happens — a foreign file at the path, a second writer, a crash or a
 ``kill -9`` at any instant, a rerun, a changed sweep — the file ends with exactly one

@@ -175,13 +175,17 @@ def test_same_key_same_replicate_any_batch_or_chunk(clustered, engine):
 
 
 @pytest.mark.parametrize("mech", [js.PMM(depth=5), js.PrunedPMM(depth=9, engine="sparse"),
-                                  js.PMM()])
+                                  js.PMM(), js.PrivTree(), js.PrivTree(shift=True),
+                                  js.AdaptivePrunedPMM()],
+                         ids=["pmm", "sparse", "pmm-default", "privtree", "shifted", "adaptive"])
 def test_no_recompile_for_new_eps_or_seed_count(clustered, mech):
     """ε is traced and chunks have one shape: a new ε list or seed count reuses the kernel.
 
     Only the small assembly of the [E, S] outputs (and the seed-key hash, per power of two
-    of seeds) compiles again for a new grid shape.  (With ``depth=None`` the complete tree
-    is as deep as the largest ``⌈log2(εn)⌉``: these budgets all give depth 8.)
+    of seeds) compiles again for a new grid shape.  Default depths are static shapes: the
+    complete tree of ``PMM()`` is as deep as the largest ``⌈log2(εn)⌉``, PrivTree's
+    default cap is ``d(⌈log2(εn)⌉ + 1)``, and these budgets all give ``⌈log2(εn)⌉ = 8``;
+    Adaptive's candidate depths are padded to a bucket of levels.
     """
     tree = js.prepare(clustered, 9)
     js.release_batch(0, mech, tree, [0.65, 1.0], seeds=5)

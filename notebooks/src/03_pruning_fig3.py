@@ -161,10 +161,10 @@ per_depth.round(4)
 #   the complete tree's 65535 nodes (cross 5%, checkerboard 23%), and the counts separate
 #   rapidly with depth (84× fewer at r = 20).
 # * **Runtime: not at the ambient depth.**  On this CPU the pruned (sparse) engine is
-#   2–3.5× *slower* than the complete-tree kernel at r = 15: a vectorised complete-tree
+#   1.5–2.6× *slower* than the complete-tree kernel at r = 15: a vectorised complete-tree
 #   node is cheaper than a frontier slot, and the frontier's cost follows its ~n slots per
 #   level rather than the visited nodes.  (That is why jaxsynth runs Pruned-PMM on the
-#   complete-tree engine by default while 2^r ≤ 2n.)  Pruning pays from r ≈ 17 on: 3.5× at
+#   complete-tree engine by default while 2^r ≤ 2n.)  Pruning pays from r ≈ 17 on: 3.6× at
 #   r = 18, 7.7× at r = 20, and full PMM cannot go much deeper (2^(r+1) nodes).
 # * **How far past the ambient depth pruning pays: computationally, arbitrarily far
 #   (r = 48 costs about 3× r = 15); in accuracy, not at all.**  Both bracket ends are

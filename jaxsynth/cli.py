@@ -151,7 +151,7 @@ def _parser() -> _Parser:
 
     from jaxsynth.audit import command as audit_command  # the privacy auditor
 
-    audit_command.add_parser(sub)
+    audit_command.add_parser(sub, _names)
     return parser
 
 
@@ -177,7 +177,7 @@ def _means(df: pd.DataFrame, metrics) -> pd.DataFrame:
 
 
 def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) -> None:
-    from jaxsynth.experiments.plots import quantity
+    from jaxsynth.experiments.plots import ground_name, quantity
     from jaxsynth.experiments.rates import estimate_rate
 
     what = quantity(metric, df)
@@ -185,7 +185,7 @@ def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) 
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         shown = [c for c in ("w1_lower", "w1_upper") if c in df] if metric in (
             "w1_lower", "w1_upper") else [metric]
-        described = "the certified bracket of the " + what.rsplit(" on ", 1)[-1] if len(
+        described = f"the certified bracket of the {ground_name(df)} W1" if len(
             shown) == 2 else what
         print(f"mean {', '.join(shown)} per cell ({described}):")
         print(_means(df, shown).to_string(index=False))
@@ -272,14 +272,10 @@ def main(argv=None) -> int:
 
             enable_compilation_cache()
         {"demo": _demo, "simulate": _simulate, "rate": _rate, "audit": _audit}[args.command](args)
-    except (_UsageError, ValueError) as exc:
+    except (_UsageError, ValueError, OSError) as exc:  # OSError: a full disk, say
         message = " ".join(str(exc).split())
         print(f"jaxsynth: error: {message}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        message = " ".join(str(exc).split())
-        print(f"jaxsynth: error: {message}", file=sys.stderr)
-        return 1
+        return 1 if isinstance(exc, OSError) else 2
     except KeyboardInterrupt:
         print("jaxsynth: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -25,8 +25,9 @@ confidence:
   schedule of the shallowest candidate, against ``ε_main``: the parts of its accounting).
 
 Small trees make the audit strong: the PMM family is audited at depth 2 by default (the
-budget is spent on 4 noisy counts under replacement), PrivTree with a depth cap of 10
-(deep enough for the levels past the clamp).  The privacy claims hold at every depth, so
+budget is spent on 4 noisy counts under replacement), PrivTree's black-box runs with a
+depth cap of 3 and its white-box path audit to level 12 (deep enough for the levels past
+the clamp).  The privacy claims hold at every depth, so
 a violation at a small depth is a violation.  PMM and PrivTree are audited in ``d = 1``;
 Adaptive Pruned-PMM in ``d = 2`` (at least two candidates to select from).
 
@@ -52,7 +53,7 @@ from jaxsynth.core.validate import (
     check_positive_int,
 )
 from jaxsynth.mechanisms import adaptive, pmm_kernels
-from jaxsynth.mechanisms.pmm import _PMMFamily, metric_tables
+from jaxsynth.mechanisms.pmm import _PMMFamily, metric_tables, sparse_capacity
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.mechanisms.privtree_kernel import privtree_split
 
@@ -183,11 +184,7 @@ def _run(plan, keys, reduce, kind: str) -> dict:
 
 def _with_static(plan, static):
     """``plan`` with new static options (and capacity hooks fitted to them)."""
-    extra = {}
-    if isinstance(static, pmm_kernels.SparseStatic):
-        from jaxsynth.mechanisms.pmm import sparse_capacity
-
-        extra = sparse_capacity(static)
+    extra = sparse_capacity(static) if isinstance(static, pmm_kernels.SparseStatic) else {}
     return dataclasses.replace(plan, static=static, **extra)
 
 
@@ -206,10 +203,16 @@ def _node_scales(plan, R: int) -> np.ndarray:
     return np.asarray(inv, np.float64)[level]
 
 
-def _transcript_finding(name, claimed, plans, trees, R, out_x, out_y, alpha):
-    """White-box finding from the transcripts of a dense plan on the two data sets."""
+def _node_counts(trees, R: int):
+    """Planar counts [2^{R+1} − 1] of the two data sets, and the nodes where they differ."""
     cx, cy = (np.asarray(t.planar_counts(R), np.int64) for t in trees)
-    changed = np.flatnonzero(cx != cy)
+    return cx, cy, np.flatnonzero(cx != cy)
+
+
+def _transcript_finding(name, claimed, plans, counts, R, out_x, out_y, alpha):
+    """White-box finding from the transcripts of a dense plan on the two data sets
+    (``counts``: ``_node_counts``)."""
+    cx, cy, changed = counts
     level = np.floor(np.log2(changed + 1)).astype(int)
     labels = [f"noisy count of node {i} (level {lev})" for i, lev in zip(changed, level)]
     nu = _node_scales(plans[0], R)[changed]
@@ -217,7 +220,7 @@ def _transcript_finding(name, claimed, plans, trees, R, out_x, out_y, alpha):
     outcome = events.audit_features(out_x["transcript"], out_y["transcript"], alpha, labels,
                                     model_scores=model,
                                     model_names=("log-likelihood ratio of the claimed noise",))
-    return _finding(name, claimed, outcome, alpha), changed
+    return _finding(name, claimed, outcome, alpha)
 
 
 def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
@@ -240,8 +243,8 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
         wb_plans = [dataclasses.replace(small, engine="dense").plan(t, np.array([eps]))
                     for t in trees]
     wb_plans = [_transcript_plan(p) for p in wb_plans]
-    cx, cy = (np.asarray(t.planar_counts(R)) for t in trees)
-    tr_reduce = features.transcript_reducer(np.flatnonzero(cx != cy))
+    counts = _node_counts(trees, R)
+    tr_reduce = features.transcript_reducer(counts[2])
     outs = []
     for i, (bb, wb) in enumerate(zip(plans, wb_plans)):
         keys = _stream(key, i, replicates)
@@ -253,8 +256,8 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
             o.update(_run(wb, _stream(key, 2 + i, replicates), tr_reduce, "dense"))
             outs.append(o)
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
-    white, _ = _transcript_finding("white-box: noisy counts (dense kernel)", claimed, wb_plans,
-                                   trees, R, outs[0], outs[1], alpha)
+    white = _transcript_finding("white-box: noisy counts (dense kernel)", claimed, wb_plans,
+                                counts, R, outs[0], outs[1], alpha)
     findings = (_finding("black-box: released measure", claimed, black, alpha), white)
     return plans[0], f"depth {R}; " + pair.description, findings
 
@@ -344,12 +347,12 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
             adjacency=p.adjacency, bytes_per_replicate=64.0 * 2**R,
             info_fields=pmm_kernels.W1_FIELDS,
         )))
-    cx, cy = (np.asarray(t.planar_counts(R)) for t in trees)
-    tr_reduce = features.transcript_reducer(np.flatnonzero(cx != cy))
+    counts = _node_counts(trees, R)
+    tr_reduce = features.transcript_reducer(counts[2])
     outs = [_run(p, _stream(key, 3 + i, replicates), tr_reduce, "dense")
             for i, p in enumerate(dense)]
-    white, _ = _transcript_finding(f"white-box: synthesis noisy counts (candidate depth {R})",
-                                   eps_main, dense, trees, R, outs[0], outs[1], alpha)
+    white = _transcript_finding(f"white-box: synthesis noisy counts (candidate depth {R})",
+                                eps_main, dense, counts, R, outs[0], outs[1], alpha)
     findings.append(white)
     return plan, pair.description, tuple(findings)
 
@@ -374,8 +377,8 @@ def audit(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
       replicates: releases per data set and sampling run (at least 200; 10^6 by default).
       confidence: confidence of the verdict, in (0, 1); split among the findings.
       key: int seed or jax key of the audit's randomness.
-      depth: tree depth of the PMM family (default 2) or depth cap of PrivTree (default
-        10); Adaptive Pruned-PMM selects its own depth.
+      depth: tree depth of the PMM family (default 2) or depth cap of PrivTree's
+        black-box runs (default 3); Adaptive Pruned-PMM selects its own depth.
 
     Returns:
       ``AuditResult``: claimed ε, the lower bound of every finding, the verdict.

@@ -12,19 +12,16 @@ from __future__ import annotations
 from jaxsynth.core.validate import check_epsilon, check_fraction, check_positive_int
 
 
-def _names(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
-
-
-def add_parser(sub) -> None:
-    """Add the ``audit`` subparser to the command line's subparsers ``sub``."""
+def add_parser(sub, names) -> None:
+    """Add the ``audit`` subparser to the command line's subparsers ``sub``; ``names``
+    parses a comma-separated list (the command line's own list type)."""
     from jaxsynth.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_REPLICATES, MECHANISMS
 
     audit = sub.add_parser(
         "audit", help="Monte Carlo privacy audit: lower bounds on the privacy loss beside the "
         "claimed eps (markdown table)")
     arg = audit.add_argument
-    arg("--mechanism", type=_names, default=list(MECHANISMS), metavar="NAME[,NAME]",
+    arg("--mechanism", type=names, default=list(MECHANISMS), metavar="NAME[,NAME]",
         help=f"mechanisms to audit (default all: {','.join(MECHANISMS)})")
     arg("--eps", type=float, default=1.0, metavar="E", help="claimed budget (default 1)")
     arg("--replicates", type=int, default=DEFAULT_REPLICATES, metavar="N",

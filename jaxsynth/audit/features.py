@@ -35,11 +35,6 @@ def cell_names(level: int, d: int) -> list[str]:
     return ["cell" + "(" + ",".join(map(str, idx)) + ")" for idx in grid.reshape(-1, d)]
 
 
-@functools.lru_cache(maxsize=32)
-def _measure_reducer(level: int, d: int, locations: tuple, integer: bool):
-    return _build_measure_reducer(level, d, np.asarray(locations), integer)
-
-
 def measure_reducer(level: int, d: int, locations, integer: bool):
     """``reduce(out) -> {"features": [C, F]}`` for ``engine.run``, and the feature names.
 
@@ -53,7 +48,8 @@ def measure_reducer(level: int, d: int, locations, integer: bool):
     return _measure_reducer(level, d, locations, integer)
 
 
-def _build_measure_reducer(level: int, d: int, locations, integer: bool):
+@functools.lru_cache(maxsize=32)  # one jitted reducer (and compilation) per setting
+def _measure_reducer(level: int, d: int, locations: tuple, integer: bool):
     res = np.asarray(partition.coordinate_resolution(level, d), np.int32)
     strides = np.cumprod(np.concatenate([[1], 2 ** res[::-1][:-1]]))[::-1].astype(np.int32)
     cells = int(2 ** res.sum())
@@ -82,18 +78,14 @@ def _build_measure_reducer(level: int, d: int, locations, integer: bool):
     return reduce, names
 
 
-@functools.lru_cache(maxsize=32)
-def _transcript_reducer(changed: tuple):
-    return _build_transcript_reducer(changed)
-
-
 def transcript_reducer(changed):
     """``reduce(out)`` adding the transcript entries of the ``changed`` nodes [F] as
     ``"transcript"`` [C, F] to the measure features."""
     return _transcript_reducer(tuple(int(i) for i in np.ravel(changed)))
 
 
-def _build_transcript_reducer(changed):
+@functools.lru_cache(maxsize=32)
+def _transcript_reducer(changed: tuple):
     changed = jnp.asarray(changed, jnp.int32)
 
     @jax.jit

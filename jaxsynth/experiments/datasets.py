@@ -141,8 +141,8 @@ def _to_unit_square(rng, points, lo, hi, noise, margin) -> np.ndarray:
     ``(1 - 2·margin) / max side``, box centered at 0.5, so the result lies in
     ``[margin, 1 - margin]^2`` by construction.
     """
-    noise = _check_range(noise, "noise", 0.0, np.inf, closed_high=False)
-    margin = _check_range(margin, "margin", 0.0, 0.5, closed_high=False)
+    noise = check_real(noise, "noise", 0.0, np.inf, closed_high=False)
+    margin = check_real(margin, "margin", 0.0, 0.5, closed_high=False)
     lo = np.asarray(lo, np.float64) - _TRUNCATION * noise
     hi = np.asarray(hi, np.float64) + _TRUNCATION * noise
     if noise > 0:
@@ -170,7 +170,7 @@ def _spiral(rng, n, *, turns=3.0, noise=0.0, margin=0.05):
 
     Uniform in arc length; consecutive turns are ``1/turns`` apart; box ``[-1, 1]^2``.
     """
-    turns = _check_range(turns, "turns", 0.0, np.inf, closed_low=False, closed_high=False)
+    turns = check_real(turns, "turns", 0.0, np.inf, closed_low=False, closed_high=False)
 
     def arm(t):
         r = 0.1 + 0.9 * t
@@ -184,7 +184,7 @@ def _annulus(rng, n, *, inner=0.6, noise=0.0, margin=0.05):
 
     Radius ``sqrt(U[inner², 1])``, angle uniform; box ``[-1, 1]^2``.
     """
-    inner = _check_range(inner, "inner", 0.0, 1.0, closed_high=False)
+    inner = check_real(inner, "inner", 0.0, 1.0, closed_high=False)
     r = np.sqrt(rng.uniform(inner**2, 1.0, n))
     pts = _polar(r, rng.uniform(0.0, 2.0 * np.pi, n))
     return _to_unit_square(rng, pts, [-1, -1], [1, 1], noise, margin)
@@ -212,7 +212,7 @@ def _pinwheel(rng, n, *, arms=5, twist=2.0, noise=0.0, margin=0.05):
     is 2-D; here the arms are curves, so the shape has intrinsic dimension 1.)
     """
     arms = check_positive_int(arms, "arms")
-    twist = _check_range(twist, "twist", -np.inf, np.inf, closed_low=False, closed_high=False)
+    twist = check_real(twist, "twist", -np.inf, np.inf, closed_low=False, closed_high=False)
 
     def arm(c):
         return lambda t: _polar(0.25 + 0.75 * t, 2.0 * np.pi * c / arms + twist * (0.25 + 0.75 * t))
@@ -238,7 +238,7 @@ def _four_blobs(rng, n, *, std=0.3, noise=0.0, margin=0.05):
 
     Each blob is truncated at 3·std per coordinate; box ``[-1 - 3std, 1 + 3std]^2``.
     """
-    std = _check_range(std, "std", 0.0, np.inf, closed_low=False, closed_high=False)
+    std = check_real(std, "std", 0.0, np.inf, closed_low=False, closed_high=False)
     centers = np.array([[-1.0, -1.0], [-1.0, 1.0], [1.0, -1.0], [1.0, 1.0]])
     pts = centers[rng.integers(4, size=n)] + std * _truncated_normal(rng, (n, 2))
     half = 1.0 + _TRUNCATION * std
@@ -345,7 +345,7 @@ def _ball(rng, n, d, *, radius=0.1):
     after ``d`` levels.  Direction: normalised Gaussian; radius ``radius · U^{1/d}``.
     ``radius ≤ 1/2`` keeps the ball inside the cube.
     """
-    radius = _check_range(radius, "radius", 0.0, 0.5, closed_low=False)
+    radius = check_real(radius, "radius", 0.0, 0.5, closed_low=False)
     g = rng.standard_normal((n, d))
     u = g / np.linalg.norm(g, axis=1, keepdims=True)
     return 0.5 + radius * rng.random(n)[:, None] ** (1.0 / d) * u
@@ -369,7 +369,7 @@ class _Spec:
 
 def _curved(d, k, options):
     """Curves are 1-D; jitter makes them 2-D at scales below the noise."""
-    noise = _check_range(options.get("noise", 0.0), "noise", 0.0, np.inf, closed_high=False)
+    noise = check_real(options.get("noise", 0.0), "noise", 0.0, np.inf, closed_high=False)
     return 1 if noise == 0 else 2
 
 
@@ -621,16 +621,8 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
         raise ValueError(f"X must be a non-empty array of shape (n, d); got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("X contains NaN or inf; rescale_to_unit_cube needs finite data")
-    margin = _check_range(margin, "margin", 0.0, 0.5, closed_high=False)
+    margin = check_real(margin, "margin", 0.0, 0.5, closed_high=False)
     lo, hi = arr.min(axis=0), arr.max(axis=0)
     width = np.max(hi - lo)
     scale = (1.0 - 2.0 * margin) / width if width > 0 else 0.0
     return np.clip(0.5 + scale * (arr - 0.5 * (lo + hi)), margin, 1.0 - margin)
-
-
-def _check_range(value, name, low, high, closed_low=True, closed_high=True) -> float:
-    """``value`` as a float in the interval from ``low`` to ``high``, or ``ValueError``.
-
-    Only real numbers are accepted: ``True`` or ``"0.5"`` is not a number.
-    """
-    return check_real(value, name, low, high, closed_low, closed_high)

@@ -18,7 +18,7 @@ from matplotlib.ticker import NullFormatter
 from jaxsynth.core.validate import check_output_path, check_str
 from jaxsynth.experiments.rates import estimate_rate, theory
 
-__all__ = ["check_figure_path", "depth_plot", "quantity", "rate_plot"]
+__all__ = ["check_figure_path", "depth_plot", "ground_name", "quantity", "rate_plot"]
 
 _QUANTITIES = {
     "w1_upper": "certified upper bound on {g} W1",
@@ -31,12 +31,15 @@ _QUANTITIES = {
 _GROUNDS = {"linf": "ℓ∞", "l2": "ℓ2"}
 
 
+def ground_name(df: pd.DataFrame | None = None) -> str:
+    """The ground metric(s) of ``df``'s ``ground`` column in symbols (default ``ℓ∞``)."""
+    grounds = sorted(set(df["ground"].dropna())) if df is not None and "ground" in df else []
+    return "/".join(_GROUNDS.get(g, g) for g in grounds) or "ℓ∞"
+
+
 def quantity(metric: str, df: pd.DataFrame | None = None) -> str:
     """What a result column measures, in words, with the ground metric of ``df``."""
-    grounds = sorted(set(df["ground"].dropna())) if df is not None and "ground" in df else []
-    ground = _GROUNDS.get(grounds[0], grounds[0]) if len(grounds) == 1 else "ℓ∞" if not grounds \
-        else "/".join(_GROUNDS.get(g, g) for g in grounds)
-    return _QUANTITIES.get(metric, metric).format(g=ground)
+    return _QUANTITIES.get(metric, metric).format(g=ground_name(df))
 
 
 def check_figure_path(path, name: str = "path"):
@@ -143,9 +146,8 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_upper", by=("mechanism", "data
     if lower is None:
         ax.set_title(f"{quantity(metric, df)} against ε n", fontsize=10)
     else:
-        ground = quantity(metric, df).rsplit(" on ", 1)[-1]
-        ax.set_title(f"certified bracket of the {ground} against ε n: upper bound (filled, "
-                     "fitted), lower bound (open)", fontsize=9)
+        ax.set_title(f"certified bracket of the {ground_name(df)} W1 against ε n: upper "
+                     "bound (filled, fitted), lower bound (open)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)

@@ -37,6 +37,7 @@ of the whole sweep.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -580,7 +581,7 @@ def simulate(
     store = ResultStore(out, spec, w1_columns) if out is not None else None
     frames = []
     new_rows = 0
-    with store or _NoStore():
+    with store or contextlib.nullcontext():
         done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
         finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
         work = []  # (data set, [(label, mech, seeds to do)]) with something to do
@@ -593,12 +594,12 @@ def simulate(
                     todo.append((label, mech, left))
             if todo:
                 work.append((ds, todo))
+        remaining = sum(len(eps) * len(left) for _, todo in work for _, _, left in todo)
         if store is not None:
-            store.check_room(sum(len(eps) * len(left) for _, todo in work
-                                 for _, _, left in todo))
+            store.check_room(remaining)
         prepared = _preflight(work, mechs, eps, methods, ground, memory_bytes, devs)
         bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
-        bar.update(total - sum(len(eps) * len(left) for _, todo in work for _, _, left in todo))
+        bar.update(total - remaining)
         for i, (ds, todo) in enumerate(work):
             loaded, measurer, sized = prepared[i] if i in prepared else _prepare(
                 ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
@@ -685,14 +686,6 @@ def _preflight(work, mechs, eps, methods, ground, memory_bytes, devs) -> dict:
             kept[i] = prepared
             used += size
     return kept
-
-
-class _NoStore:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 
 def _chunk(plan, measurer, key, seeds, memory, devices, chunk):

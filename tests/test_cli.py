@@ -148,3 +148,27 @@ def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):
     assert main(["simulate", *SWEEP, "--seeds", "4", "--out", str(csv), "--quiet"]) == 0
     assert main(["rate", str(csv), str(csv)]) == 2
     assert "repeat 16 replicate(s)" in capsys.readouterr().err
+
+
+def test_simulate_keys_beyond_2_32_are_not_their_low_bits(tmp_path):
+    # truth: key 2147483648000 = 500·2^32 is the raw key (500, 0) (64-bit seeding), and
+    # replicate s is js.release(fold_in(that key, s), ...); key 0 shares its low bits
+    import jax
+    import numpy as np
+
+    common = ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "300", "--depth",
+              "4", "--eps", "1", "--seeds", "2", "--metric", "tree", "--quiet", "--out"]
+    tables = {}
+    for key in (0, 500 * 2**32):
+        out = tmp_path / f"k{key}.csv"
+        assert main([*common, str(out), "--key", str(key)]) == 0
+        tables[key] = pd.read_csv(out, dtype={"key": str})
+    high = tables[500 * 2**32]
+    assert high["key"].tolist() == ["2147483648000"] * 2
+    assert not np.array_equal(tables[0]["w1_tree"], high["w1_tree"])
+    X = js.datasets.load("spiral", n=300, key=0)
+    base = jax.random.wrap_key_data(np.array([500, 0], np.uint32))
+    for s in range(2):
+        rep = js.release(jax.random.fold_in(base, s), js.PMM(depth=4), X, 1.0)
+        assert float(js.w1(X, rep, method="tree")) == pytest.approx(high["w1_tree"][s],
+                                                                    rel=1e-6)

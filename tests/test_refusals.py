@@ -63,6 +63,13 @@ API = [
      lambda: js.simulate("pmm", X, memory_bytes=0, progress=False), "memory_bytes"),
     ("release_batch seeds 2^32", lambda: js.release_batch(0, js.PMM(depth=12), X, 1.0,
                                                           seeds=2**32), "seeds: 1 ε × 4294967296"),
+    ("release_batch seeds across 2^32", lambda: js.release_batch(
+        0, js.PMM(depth=3), X, 1.0, seeds=range(2**32 - 1, 2**32 + 1)), "seeds must lie"),
+    ("release_batch seeds [2^32]", lambda: js.release_batch(
+        0, js.PMM(depth=3), X, 1.0, seeds=[2**32]), "seeds must be below 2^32"),
+    ("simulate seeds across 2^32", lambda: js.simulate(
+        "pmm", X, seeds=range(2**32 - 1, 2**32 + 1), progress=False), "seeds must lie"),
+    ("release key=2^63", lambda: js.release(2**63, js.PMM(depth=3), X, 1.0), "key must be"),
     ("release_batch seeds=1.5", lambda: js.release_batch(0, js.PMM(depth=3), X, 1.0, seeds=1.5),
      "seeds must be an integer"),
     ("simulate seeds=1.5", lambda: js.simulate("pmm", X, seeds=1.5, progress=False),
@@ -209,6 +216,9 @@ CLI = [
     ("memory-mb nan", [*SIM, "--memory-mb", "nan", "--out", "x.csv"], "--memory-mb"),
     ("key abc", [*SIM, "--key", "abc", "--out", "x.csv"], "--key"),
     ("key -1", [*SIM, "--key", "-1", "--out", "x.csv"], "key must be"),
+    ("key 2^63", [*SIM, "--key", str(2**63), "--out", "x.csv"], "key must be"),
+    ("first-seed across 2^32", [*SIM, "--first-seed", str(2**32 - 1), "--out", "x.csv"],
+     "seeds must lie"),
     ("depth 200", [*SIM, "--depth", "200", "--out", "x.csv"], "needs depth 200 in d = 2"),
     ("n 0", [*SIM, "--n", "0", "--out", "x.csv"], "n must be"),
     ("d for spiral", [*SIM, "--d", "3", "--out", "x.csv"], "d must be 2"),

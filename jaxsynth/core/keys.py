@@ -103,15 +103,20 @@ def bit_reverse(x):
 def as_raw_key(key) -> jax.Array:
     """An int seed, a typed key or a raw ``uint32[2]`` key as a raw ``uint32[2]`` key.
 
+    An int seed ``k < 2^63`` is the raw key ``(k >> 32, k mod 2^32)``, the 64-bit seeding
+    of ``jax.random.key`` (what it gives with ``jax_enable_x64``): the whole integer, so
+    distinct seeds are distinct keys, and seeds below ``2^32`` are ``jax.random.key(k)``.
+
     Raises:
-      ValueError: naming ``key`` for anything else (bools, floats, strings, wrong shapes).
+      ValueError: naming ``key`` for anything else (bools, floats, strings, wrong shapes,
+        ints outside ``[0, 2^63)``).
     """
     if isinstance(key, (bool, np.bool_)):
         raise ValueError(f"key must be an int seed or a jax PRNG key; got {key!r}")
     if isinstance(key, (int, np.integer)):
         if not 0 <= int(key) < 2**63:
             raise ValueError(f"key must be a non-negative int below 2^63; got {key}")
-        return jax.random.key_data(jax.random.key(int(key)))
+        return jnp.asarray([int(key) >> 32, int(key) & 0xFFFFFFFF], jnp.uint32)
     if not isinstance(key, (jax.Array, np.ndarray)):
         raise ValueError(f"key must be an int seed or a jax PRNG key; got {type(key).__name__}")
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):

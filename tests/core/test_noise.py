@@ -296,7 +296,8 @@ def test_draw_with_tag_zero_is_fold_in():
     """``draw(k, 0, 0, t) = H(k, (0, t)) = fold_in(k, t)``; ``replicate_keys`` is fold_in."""
     t = np.r_[np.arange(64), [2**31 - 1, 2**31, 2**32 - 1]].astype(np.uint32)
     for seed in (0, 11, 2**40 + 3):
-        key = jax.random.key(seed)
+        with jax.enable_x64():  # int seeds are 64-bit (keys.as_raw_key)
+            key = jax.random.wrap_key_data(jax.random.key_data(jax.random.key(seed)))
         raw = jax.random.key_data(key)
         ref = np.asarray(jax.random.key_data(jax.vmap(lambda s: jax.random.fold_in(key, s))(t)))
         x0, x1 = keys.draw(raw, 0, 0, jnp.asarray(t))
@@ -363,3 +364,31 @@ def test_as_raw_key_accepts_seeds_typed_and_raw_keys():
     raw = jax.random.key_data(jax.random.key(42))
     for key in (42, np.int64(42), jax.random.key(42), raw, np.asarray(raw)):
         np.testing.assert_array_equal(np.asarray(keys.as_raw_key(key)), np.asarray(raw))
+
+
+def test_int_seeds_are_the_whole_64_bit_integer():
+    # truth: jax.random.key's 64-bit seeding (under jax_enable_x64), which keeps seeds
+    # below 2^32 as they were and never aliases two seeds modulo 2^32
+    rng = np.random.default_rng(7)
+    seeds = [0, 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2147483648000, 2**63 - 1,
+             *rng.integers(0, 2**63, 20, dtype=np.int64).tolist()]
+    with jax.enable_x64():
+        expect = [np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds]
+    for s, e in zip(seeds, expect):
+        np.testing.assert_array_equal(np.asarray(keys.as_raw_key(s)), e, err_msg=str(s))
+    for s in seeds[:4]:  # unchanged below 2^32: existing results stay reproducible
+        np.testing.assert_array_equal(np.asarray(keys.as_raw_key(s)),
+                                      np.asarray(jax.random.key_data(jax.random.key(s))))
+
+
+def test_releases_of_keys_beyond_2_32_differ_from_their_low_bits():
+    import jaxsynth as js
+
+    X = js.datasets.load("spiral", n=300, key=0)
+    mech = js.PMM(depth=6)
+    rng = np.random.default_rng(11)
+    for low in rng.integers(0, 2**32, 4).tolist():
+        base = js.release(low, mech, X, 1.0).weights
+        for high in (1, 500, int(rng.integers(2, 2**31))):
+            other = js.release(low + (high << 32), mech, X, 1.0).weights
+            assert not np.array_equal(np.asarray(base), np.asarray(other)), (low, high)

@@ -34,6 +34,7 @@ import dataclasses
 import inspect
 import numbers
 import os
+import re
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -503,8 +504,9 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
     Args:
       name_or_path: a built-in name (``names()``; hyphen or underscore spellings), or a
         path ending in ``.npy``, ``.npz`` (its first array, or ``array=`` to name one) or
-        ``.csv`` (numbers separated by commas or whitespace; a first line that does not
-        parse as numbers is taken as a header; ``#`` lines are comments).
+        ``.csv`` (numbers separated by commas or whitespace, ``#`` lines are comments; a
+        first line of column names, or pandas' default header ``0,1,…,d−1`` above floats,
+        is a header: see ``_read_csv``).
       n: sample size (default ``DEFAULT_N``); for a file, if given, it must match.
       d: ambient dimension: ``None`` or 2 for the 2-D shapes, default 2 otherwise; for a
         file, if given, it must match.
@@ -578,21 +580,76 @@ def _read_npz(path: Path, array):
         return z[array]
 
 
+_NAME = re.compile(r'"?[A-Za-z_][^"]*"?|[0-9]+')
+"""A header field: a column name (a letter or ``_`` first, optionally quoted) or an index."""
+
+_INTEGER_FIELD = re.compile(r"(?:^|[,\s])[+-]?[0-9]+(?=[,\s]|$)", re.MULTILINE)
+"""An integer literal as a whole field (a float written by pandas always has a point)."""
+
+
 def _read_csv(path: Path) -> np.ndarray:
-    lines = [
-        ln for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")
-    ]
+    """The numbers of a ``.csv`` file, after an optional header line.
+
+    Lines that are blank or start with ``#`` are skipped; fields are separated by commas
+    (if the first two lines hold one) or whitespace.  The first line is a header when
+
+    * some field is not a number and every field is a column name or index (``_NAME``)
+      and there are as many fields as in the next line; any other first line with a
+      non-number (``0x1,0.2``) is refused, naming the line, never dropped;
+    * or it is pandas' default header ``0,1,…,d−1`` (``to_csv(index=False)``) and every
+      other field is written as a float (with a point or an exponent).  When other fields
+      are integers too, the line is as much a data point as a header, and it is refused.
+
+    Raises:
+      ValueError: naming the line that is neither numbers nor a header, or that does not
+        parse.
+    """
+    lines = [(i, ln) for i, ln in enumerate(path.read_text().splitlines(), 1)
+             if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         return np.empty((0, 0))
-    delimiter = "," if "," in lines[0] else None
-    try:
-        [float(f) for f in lines[0].split(delimiter)]
-        body = lines
-    except ValueError:  # the first line is a header
-        body = lines[1:]
+    delimiter = "," if any("," in ln for _, ln in lines[:2]) else None
+    body = lines[1:] if _is_header(lines, delimiter) else lines
     if not body:
-        return np.empty((0, len(lines[0].split(delimiter))))
-    return np.loadtxt(body, delimiter=delimiter, ndmin=2, dtype=np.float64)
+        return np.empty((0, len(lines[0][1].split(delimiter))))
+    try:
+        return np.loadtxt([ln for _, ln in body], delimiter=delimiter, ndmin=2,
+                          dtype=np.float64)
+    except ValueError:
+        width = len(body[0][1].split(delimiter))
+        for i, ln in body:
+            fields = ln.split(delimiter)
+            if len(fields) != width or not all(_is_number(f) for f in fields):
+                raise ValueError(f"line {i} ({ln.strip()!r}) is not a row of {width} "
+                                 "numbers") from None
+        raise
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_header(lines, delimiter) -> bool:
+    """Whether the first of ``lines`` (``(line number, text)``) is a header (``_read_csv``)."""
+    number, first = lines[0]
+    fields = [f.strip() for f in first.split(delimiter)]
+    width = len(lines[1][1].split(delimiter)) if len(lines) > 1 else len(fields)
+    if not all(_is_number(f) for f in fields):
+        if len(fields) != width or not all(_NAME.fullmatch(f) for f in fields):
+            raise ValueError(f"line {number} ({first.strip()!r}) is neither a row of numbers "
+                             "nor a header of column names")
+        return True
+    if len(lines) == 1 or fields != [str(j) for j in range(len(fields))]:
+        return False
+    if _INTEGER_FIELD.search("\n".join(ln for _, ln in lines[1:])):
+        raise ValueError(f"line {number} ({first.strip()!r}) is pandas' default header or a "
+                         "data point: the other rows hold integers too; drop it or name the "
+                         "columns")
+    return True
 
 
 # --------------------------------------------------------------------------- rescaling

@@ -271,6 +271,48 @@ def test_file_round_trips(tmp_path):
     np.testing.assert_array_equal(ds.load(tmp_path / "space.csv"), X)
 
 
+def test_csv_headers_written_by_pandas(tmp_path):
+    # truth: the array pandas was given (pandas writes floats with a point or exponent)
+    import pandas as pd
+
+    X = ds.load("spiral", n=400, key=0)
+    for d in (1, 2, 3):
+        path = tmp_path / f"pandas{d}.csv"
+        pd.DataFrame(X[:, :1] if d == 1 else np.c_[X, X[:, :d - 2]]).to_csv(path, index=False)
+        assert ds.load(path).shape == (400, d)
+    pd.DataFrame(X).to_csv(tmp_path / "p.csv", index=False)
+    np.testing.assert_array_equal(ds.load(tmp_path / "p.csv"), X)
+    pd.DataFrame(X, columns=["x", "y"]).to_csv(tmp_path / "named.csv", index=False)
+    np.testing.assert_array_equal(ds.load(tmp_path / "named.csv"), X)
+
+
+@pytest.mark.parametrize("content, rows", [
+    ("0,1\n0.5,0.25\n", [[0.5, 0.25]]),          # pandas' header above floats
+    ("1,0\n0.5,0.25\n", [[1, 0], [0.5, 0.25]]),  # integers that are not 0..d-1: data
+    ("0,1\n", [[0, 1]]),                         # one line: a point
+    ("0 1\n0.5 0.25\n", [[0.5, 0.25]]),
+    ("# c\n\nx,\"y 2\"\n1e-1,2E-1\n", [[0.1, 0.2]]),
+])
+def test_csv_header_rule(tmp_path, content, rows):
+    path = _write(tmp_path / "x.csv", content)
+    np.testing.assert_array_equal(ds.load(path), np.array(rows, np.float64))
+
+
+@pytest.mark.parametrize("content, match", [
+    ("0x1,0.2\n0.3,0.4\n", "line 1 ('0x1,0.2') is neither a row of numbers nor a header"),
+    ("# c\n1.5e,0.2\n0.3,0.4\n", "line 2 ('1.5e,0.2')"),
+    ("x,y,z\n0.1,0.2\n", "line 1 ('x,y,z') is neither"),
+    ("0,1\n1,0\n0,0.5\n", "line 1 ('0,1') is pandas' default header or a data point"),
+    ("x,y\n0.1,0.2\n# c\n0.3,0x4\n", "line 4 ('0.3,0x4') is not a row of 2 numbers"),
+    ("0.1,0.2\n0.3\n", "line 2 ('0.3') is not a row of 2 numbers"),
+])
+def test_csv_first_lines_that_are_neither_data_nor_header_are_refused(tmp_path, content,
+                                                                       match):
+    path = _write(tmp_path / "x.csv", content)
+    with pytest.raises(ValueError, match=re.escape(f"could not read data file {path}: {match}")):
+        ds.load(path)
+
+
 def _write(path, content):
     if isinstance(content, np.ndarray):
         np.save(path, content)

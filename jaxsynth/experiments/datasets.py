@@ -666,6 +666,11 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
     map to the center.  (Only floating-point rounding, of a few ulps, is clamped.)  This is
     the explicit helper of SPEC §0; no other entry point rescales.
 
+    Every finite range is mapped, from ``±1.8e308`` to subnormal widths: each coordinate
+    is first scaled by a power of two (exact) to a largest magnitude in ``[1/2, 1)``, and
+    the box's sides are compared as (exponent, mantissa) pairs, so nothing overflows or
+    divides by a subnormal.
+
     Args:
       X: [n, d] finite numbers (any range).
       margin: gap to keep from the cube's faces, ``0 <= margin < 1/2``.
@@ -679,7 +684,14 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError("X contains NaN or inf; rescale_to_unit_cube needs finite data")
     margin = check_real(margin, "margin", 0.0, 0.5, closed_high=False)
-    lo, hi = arr.min(axis=0), arr.max(axis=0)
-    width = np.max(hi - lo)
-    scale = (1.0 - 2.0 * margin) / width if width > 0 else 0.0
-    return np.clip(0.5 + scale * (arr - 0.5 * (lo + hi)), margin, 1.0 - margin)
+    _, power = np.frexp(np.abs(arr).max(axis=0))  # coordinate j is ldexp(y_j, power_j)
+    y = np.ldexp(arr, -power)
+    lo, hi = y.min(axis=0), y.max(axis=0)
+    half = (hi - lo) / 2  # 0 or at least 2^-55: |lo| or |hi| is at least 1/2
+    if not np.any(half > 0):
+        return np.full_like(arr, 0.5)
+    mantissa, exponent = np.frexp(half)
+    exponent = np.where(half > 0, exponent + power, np.iinfo(exponent.dtype).min)
+    widest = np.lexsort((mantissa, exponent))[-1]  # the largest half side ldexp(m, e)
+    dev = np.ldexp(y - (lo + hi) / 2, power - exponent[widest])  # |dev| <= mantissa[widest]
+    return np.clip(0.5 + (0.5 - margin) * (dev / mantissa[widest]), margin, 1.0 - margin)

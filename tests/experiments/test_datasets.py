@@ -380,6 +380,38 @@ def test_rescale_common_scale():
     np.testing.assert_array_equal(ds.rescale_to_unit_cube(np.full((4, 2), 7.0)), 0.5)
 
 
+def _rescaled_exactly(X, margin):
+    """``1/2 + (1 − 2·margin)(x − c)/W`` in exact rational arithmetic, rounded once."""
+    from fractions import Fraction
+
+    cols = [[Fraction(v) for v in col] for col in np.asarray(X, np.float64).T]
+    lo, hi = [min(c) for c in cols], [max(c) for c in cols]
+    width = max(h - l for l, h in zip(lo, hi))
+    if width == 0:
+        return np.full(X.shape, 0.5)
+    m = Fraction(margin)
+    return np.array([[float(Fraction(1, 2) + (1 - 2 * m) * (v - (l + h) / 2) / width)
+                      for v in col] for col, l, h in zip(cols, lo, hi)]).T
+
+
+def test_rescale_any_finite_range_against_exact_arithmetic():
+    rng = np.random.default_rng(5)
+    big = np.finfo(np.float64).max
+    cases = [np.array([[-1e308], [0.0], [1e308]]), np.array([[-big, 1.0], [big, 2.0]]),
+             np.array([[0.0], [5e-324], [1e-323]]), np.array([[1e300, 0.0], [1e300, 2e-320]])]
+    for _ in range(16):  # every coordinate at its own scale, subnormal to near overflow
+        exponents = rng.choice([-1074, -1060, -1000, -20, 0, 300, 1000, 1022], size=3)
+        mantissa = rng.uniform(-1, 1, size=(7, 3)) * rng.choice([1, 2**-40], size=3)
+        cases.append(np.ldexp(np.round(np.ldexp(mantissa, 52)), exponents - 52))
+    for X in cases:
+        for margin in (0.0, 0.1):
+            Y = ds.rescale_to_unit_cube(X, margin=margin)
+            assert np.all(np.isfinite(Y)) and np.all((Y >= margin) & (Y <= 1 - margin))
+            np.testing.assert_allclose(Y, _rescaled_exactly(X, margin), rtol=0, atol=2e-15,
+                                       err_msg=repr(X))
+    np.testing.assert_array_equal(ds.rescale_to_unit_cube(cases[2]).ravel(), [0, 0.5, 1])
+
+
 @pytest.mark.parametrize(
     "bad", [np.array([[0.0, np.nan]]), np.array([[np.inf, 1.0]]), np.zeros((0, 2)), np.ones(3)]
 )

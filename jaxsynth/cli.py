@@ -35,24 +35,24 @@ class _UsageError(Exception):
     pass
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers; got {text!r}") from None
+def _listed(parse, what: str):
+    """An argparse type: a non-empty comma-separated list of ``what``, each through ``parse``."""
+
+    def values(text: str) -> list:
+        try:
+            out = [parse(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            out = []
+        if not out:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}; got {text!r}")
+        return out
+
+    return values
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers; got {text!r}") from None
-
-
-def _names(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
+_floats = _listed(float, "numbers")
+_ints = _listed(int, "integers")
+_names = _listed(str.strip, "names")
 
 
 def _integer(minimum: int):

@@ -66,7 +66,7 @@ API = [
     ("release_batch seeds across 2^32", lambda: js.release_batch(
         0, js.PMM(depth=3), X, 1.0, seeds=range(2**32 - 1, 2**32 + 1)), "seeds must lie"),
     ("release_batch seeds [2^32]", lambda: js.release_batch(
-        0, js.PMM(depth=3), X, 1.0, seeds=[2**32]), "seeds must be below 2^32"),
+        0, js.PMM(depth=3), X, 1.0, seeds=[2**32]), "seeds must be below 2"),
     ("simulate seeds across 2^32", lambda: js.simulate(
         "pmm", X, seeds=range(2**32 - 1, 2**32 + 1), progress=False), "seeds must lie"),
     ("release key=2^63", lambda: js.release(2**63, js.PMM(depth=3), X, 1.0), "key must be"),

@@ -2,9 +2,16 @@
 
 A store is a plain CSV file (readable by any tool) plus a *sidecar* ``FILE.jaxsynth.json``
 written next to it.  The sidecar is how the store recognises its own files: it records
-the format, the sweep's fixed settings (the *spec*), the columns, the row count, and the
-byte length and SHA-256 of the CSV as last committed.  While a writer is active it also
-holds ``FILE.jaxsynth.lock`` (removed when it finishes).
+the format, the sweep's fixed settings (the *spec*), the columns, the row count, the
+byte length and SHA-256 of the CSV as last committed, and a *seal*, the SHA-256 of all
+of that.  While a writer is active it also holds ``FILE.jaxsynth.lock`` (removed when it
+finishes).
+
+* **The sidecar is untrusted input.**  Before anything is written it is validated
+  completely: its fields and their types, its seal (a hand edit or a corrupted byte is
+  refused), the committed bytes against its digest, the spec against the sweep's, and
+  the rows against the spec (each row records the sweep's key, data key and ground).
+  Anything inconsistent is refused with a one-line reason, every file byte-identical.
 
 * **Foreign files are never touched.**  An existing ``FILE`` without a sidecar (another
   tool's CSV, the data file, any file jaxsynth did not write) is refused before any work
@@ -15,12 +22,19 @@ holds ``FILE.jaxsynth.lock`` (removed when it finishes).
   flushed, then the sidecar is committed.  Opening a store finishes or rolls back an
   interrupted append from those records (a partial tail the store itself wrote is cut
   back; anything else is refused).  Whole-file rewrites go through a temporary file
-  ``FILE.jaxsynth.tmp`` and ``os.replace`` under the same protocol, and sidecars are
-  replaced atomically, so a ``kill -9`` at any instant leaves a store that the next run
-  recovers.  A sidecar whose CSV was deleted is stale and is replaced.
+  ``FILE.<16 hex digits>.tmp`` (named in the sidecar first) and ``os.replace`` under the
+  same protocol, and sidecars are replaced atomically the same way; temporary files are
+  created with ``O_EXCL`` (never over another file) and the directory is fsynced after
+  each rename, so a ``kill -9`` at any instant leaves a store that the next run recovers.
+  Before every append and rewrite the file is checked against the last commit, so rows
+  another program adds while a sweep runs are refused, never absorbed and sealed.  A
+  sidecar whose CSV was deleted is stale and is replaced.
 * **One writer.**  ``FILE.jaxsynth.lock`` is held with ``fcntl.flock`` while the store is
   open; a second writer is refused at once with the reason (it never waits, and never
-  writes a row).
+  writes a row).  It is created with ``O_EXCL`` holding ``LOCK_MARK``; an existing file
+  of that name that holds anything else is not ours and is refused, never removed.
+* **Read with fixed rules.**  Text columns are text and only an empty field is missing,
+  so a label ``NA``, ``None`` or ``null`` survives a resume (``read_table``).
 * **Rows are validated** when a store is opened: key columns present and well typed
   (seed a non-negative integer, ε and n positive, metric columns finite and ≥ 0), no
   replicate twice, the row count that of the sidecar.  A committed file that fails is
@@ -48,6 +62,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +71,7 @@ import pandas as pd
 
 from jaxsynth.core.validate import check_output_path
 
-FORMAT = "jaxsynth-results/1"
+FORMAT = "jaxsynth-results/2"
 KEY_COLUMNS = ("mechanism", "data", "n", "eps", "seed")
 """A replicate: one row per distinct value of these columns."""
 TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "ground")
@@ -63,6 +79,12 @@ MAX_ROWS = 1_000_000
 """Most rows of one store (and of one ``simulate`` call): ~0.7 GB as a DataFrame."""
 MERGED_SPEC_KEYS = ("groups", "data")
 """Spec entries that are dicts merged across runs (conflicting values are refused)."""
+PROVENANCE = ("key", "data_key", "ground")
+"""Spec entries that every row also records in the column of that name."""
+LOCK_MARK = b"jaxsynth lock file: removed when the run holding it ends\n"
+"""The whole content of a lock file jaxsynth created (anything else is not ours)."""
+_HEX = re.compile(r"[0-9a-f]{64}")
+_TMP = re.compile(r"\.[0-9a-f]{16}\.tmp")
 
 
 def _sidecar(path: Path) -> Path:
@@ -73,21 +95,88 @@ def _lockfile(path: Path) -> Path:
     return path.with_name(path.name + ".jaxsynth.lock")
 
 
-def _tmpfile(path: Path) -> Path:
-    return path.with_name(path.name + ".jaxsynth.tmp")
+def _tmpname(path: Path) -> str:
+    """A fresh temporary file name beside ``path`` (``NAME.<16 hex digits>.tmp``)."""
+    return f"{path.name}.{secrets.token_hex(8)}.tmp"
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes, tmp: Path | None = None) -> None:
-    tmp = tmp or path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+def _write_atomic(path: Path, data: bytes, tmp_name: str | None = None) -> None:
+    """Replace ``path`` by ``data`` through a new temporary file (``O_EXCL``: no file of
+    anyone else is ever overwritten), then fsync the directory so the rename is durable."""
+    tmp = path.with_name(tmp_name or _tmpname(path))
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise ValueError(f"{str(tmp)!r} exists and was not written by jaxsynth; it is left "
+                         "untouched: remove it or choose another path") from None
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _seal(meta: dict) -> str:
+    """SHA-256 of the sidecar without its seal: binds spec, columns, rows and digests."""
+    body = {k: v for k, v in meta.items() if k != "seal"}
+    return _digest(json.dumps(body, sort_keys=True).encode())
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_names(value) -> bool:
+    return (isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+            and len(set(value)) == len(value))
+
+
+PENDING = {"append": {"kind", "length", "sha256", "rows"},
+           "rewrite": {"kind", "sha256", "rows", "columns", "tmp"}}
+"""The fields of a pending write, by kind."""
+
+
+def _schema_error(meta, name: str) -> str | None:
+    """What is wrong with the parsed sidecar of the table ``name``, or ``None``."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        return f"it is not a {FORMAT} sidecar"
+    fields = {"format", "spec", "columns", "length", "sha256", "rows", "pending", "seal"}
+    if set(meta) != fields:
+        return f"its fields are {sorted(meta)}, not {sorted(fields)}"
+    if meta["seal"] != _seal(meta):
+        return "its seal does not match its content (edited or corrupted)"
+    spec, pending = meta["spec"], meta["pending"]
+    if not isinstance(spec, dict) or any(not isinstance(spec.get(k, {}), dict)
+                                         for k in MERGED_SPEC_KEYS):
+        return "its spec is not a mapping of settings"
+    if not (_is_names(meta["columns"]) and _is_count(meta["length"])
+            and _is_count(meta["rows"]) and isinstance(meta["sha256"], str)
+            and _HEX.fullmatch(meta["sha256"])):
+        return "its columns, length, rows or sha256 are not of their types"
+    if pending is None:
+        return None
+    kind = pending.get("kind") if isinstance(pending, dict) else None
+    if not isinstance(kind, str) or kind not in PENDING or set(pending) != PENDING[kind] or not (
+            _is_count(pending["rows"]) and isinstance(pending["sha256"], str)
+            and _HEX.fullmatch(pending["sha256"])):
+        return "its pending write is malformed"
+    if kind == "append" and not (_is_count(pending["length"])
+                                 and pending["length"] > meta["length"]):
+        return "its pending append is malformed"
+    if kind == "rewrite" and not (_is_names(pending["columns"]) and isinstance(
+            pending["tmp"], str) and pending["tmp"].startswith(name)
+            and _TMP.fullmatch(pending["tmp"][len(name):])):
+        return "its pending rewrite is malformed"
+    return None
 
 
 def _foreign(path: Path) -> str:
@@ -112,10 +201,18 @@ def check_out_path(out) -> Path:
 
 
 def read_table(path, data: bytes | None = None) -> pd.DataFrame:
-    """Read a result CSV with its text columns as text (``ValueError`` if unreadable)."""
-    source = io.BytesIO(data) if data is not None else path
+    """Read a result CSV (``ValueError`` if unreadable) with fixed rules, never guessed.
+
+    Text columns (``TEXT_COLUMNS``) are text, and only an empty field is missing (a label
+    ``NA``, ``None`` or ``null`` stays a label); in the other columns an empty field or
+    ``nan`` is missing and numbers are numbers.
+    """
     try:
-        return pd.read_csv(source, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=True)
+        data = Path(path).read_bytes() if data is None else data
+        columns = pd.read_csv(io.BytesIO(data), nrows=0).columns
+        missing = {c: [""] if c in TEXT_COLUMNS else ["", "nan", "NaN"] for c in columns}
+        return pd.read_csv(io.BytesIO(data), dtype={c: str for c in TEXT_COLUMNS if c in columns},
+                           keep_default_na=False, na_values=missing)
     except pd.errors.EmptyDataError:
         return pd.DataFrame(columns=list(KEY_COLUMNS))
     except (OSError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -216,65 +313,136 @@ class ResultStore:
         self.close()
 
     def open(self) -> None:
-        """Check ownership, take the lock, recover an interrupted write, validate rows."""
+        """Check ownership, take the lock, validate everything, then recover.
+
+        The sidecar (schema, types, seal), the committed bytes, the spec, the rows and
+        their provenance are all checked before anything is written, so a refusal leaves
+        every file byte-identical.
+        """
         path, side = self.path, _sidecar(self.path)
         check_out_path(path)  # before the lock: no lock file next to a foreign file
         self._lock = self._acquire()
         try:
             check_out_path(path)  # again, now that no jaxsynth writer can interfere
-            if _tmpfile(path).exists():  # an interrupted rewrite's temporary file: ours
-                _tmpfile(path).unlink()
             if side.exists() and path.exists():
-                self._meta = self._recover(self._read_meta())
-                self._hash = hashlib.sha256(path.read_bytes())
-                self._check_spec()
-                table = self.table()
-                validate_rows(table, self.metric_columns, f"out file {str(path)!r}")
-                if len(table) != self.rows:
-                    raise ValueError(
-                        f"out file {str(path)!r} holds {len(table)} rows but its sidecar "
-                        f"records {self.rows}; it is left untouched: choose another path")
-                self._done = set(_keys(table))
+                self._open_existing()
             else:  # new, or a stale sidecar whose CSV was deleted: start afresh
-                if side.exists():
-                    self._read_meta()  # only replace a sidecar of ours
+                if side.exists():  # only replace a sidecar of ours
+                    self._remove_rewrite_copy(self._read_meta())
                 self._meta = {"format": FORMAT, "spec": self.spec, "columns": [],
                               "length": 0, "sha256": _digest(b""), "rows": 0,
                               "pending": None}
                 self._hash = hashlib.sha256()
+            self._remove_stale_sidecar_copies()
         except BaseException:
             self.close()
             raise
 
+    def _open_existing(self) -> None:
+        """Validate a store on disk completely, then finish or roll back its pending write."""
+        meta = self._read_meta()
+        after, data, cut = self._recovery(meta, self.path.read_bytes())
+        self._meta = after
+        self._check_spec()
+        table = read_table(self.path, data) if after["length"] else pd.DataFrame(
+            columns=list(KEY_COLUMNS))
+        where = f"out file {str(self.path)!r}"
+        validate_rows(table, self.metric_columns, where)
+        if after["length"] and list(table.columns) != after["columns"]:
+            raise self._changed(f"has the columns {list(table.columns)} but its sidecar "
+                                f"records {after['columns']}")
+        if len(table) != after["rows"]:
+            raise self._changed(f"holds {len(table)} rows but its sidecar records "
+                                f"{after['rows']}")
+        self._check_provenance(table)
+        if cut:  # a partial append of ours: cut it back
+            with open(self.path, "r+b") as f:
+                f.truncate(after["length"])
+                f.flush()
+                os.fsync(f.fileno())
+        self._remove_rewrite_copy(meta)
+        if after != meta:
+            self._commit(after)
+        self._hash = hashlib.sha256(data)
+        self._done = set(_keys(table))
+
+    def _remove_rewrite_copy(self, meta: dict) -> None:
+        """Remove the temporary file of a pending rewrite whose rename did not run."""
+        pending = meta["pending"] or {}
+        if pending.get("kind") == "rewrite":
+            self.path.with_name(pending["tmp"]).unlink(missing_ok=True)
+
+    def _check_provenance(self, table: pd.DataFrame) -> None:
+        """Rows record the sweep's key, data key and ground: they must be the spec's."""
+        for key in PROVENANCE:
+            if key in self.spec and key in table and len(table):
+                values = table[key].astype(str)
+                wrong = values != str(self.spec[key])
+                if wrong.any():
+                    raise self._changed(f"holds rows of {key} {values[wrong].iloc[0]!r}, not "
+                                        f"{self.spec[key]!r}")
+
+    def _remove_stale_sidecar_copies(self) -> None:
+        """Remove the temporary copies of this sidecar a crash left before their rename.
+
+        Only names ``_tmpname`` draws (16 random hex digits, created with ``O_EXCL``) match.
+        """
+        side = _sidecar(self.path)
+        for copy in side.parent.glob(side.name + ".*.tmp"):
+            if _TMP.fullmatch(copy.name[len(side.name):]):
+                copy.unlink(missing_ok=True)
+
     def _acquire(self):
-        """Hold the lock file (``flock``), or refuse at once if another writer holds it."""
+        """Hold the lock file (``flock``), or refuse at once if another writer holds it.
+
+        A lock file is created with ``O_EXCL`` holding ``LOCK_MARK``; an existing one is
+        reused only if it holds exactly that (one a killed run left), never otherwise.
+        """
         lock = _lockfile(self.path)
+        busy = ValueError(
+            f"out file {str(self.path)!r} is being written by another jaxsynth run (it holds "
+            f"{lock.name}); wait for it to finish, or choose another path")
         for _ in range(100):
             try:
-                f = open(lock, "a")
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(fd, LOCK_MARK)
+                os.close(fd)
+            except FileExistsError:
+                pass
             except OSError as exc:
                 raise ValueError(f"cannot create the lock file {str(lock)!r}: "
+                                 f"{exc.strerror}") from None
+            try:
+                f = open(lock, "rb")
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ValueError(f"cannot open the lock file {str(lock)!r}: "
                                  f"{exc.strerror}") from None
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 f.close()
-                raise ValueError(
-                    f"out file {str(self.path)!r} is being written by another jaxsynth run "
-                    f"(it holds {lock.name}); wait for it to finish, or choose another path"
-                ) from None
+                raise busy from None
             try:  # the holder before us may have removed the file: lock the current one
                 current = os.stat(lock)
                 held = os.fstat(f.fileno())
-                if (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev):
-                    return f
+                same = (current.st_ino, current.st_dev) == (held.st_ino, held.st_dev)
             except FileNotFoundError:
-                pass
+                same = False
+            content = f.read(len(LOCK_MARK) + 1) if same else b""
+            if same and content == LOCK_MARK:
+                return f
             f.close()
+            if same and LOCK_MARK.startswith(content):  # another run is creating it
+                raise busy
+            if same:
+                raise ValueError(f"{str(lock)!r} exists and was not written by jaxsynth; it is "
+                                 "left untouched: remove it or choose another path")
         raise ValueError(f"could not lock {str(lock)!r}")
 
     def close(self) -> None:
-        """Release the lock and remove the lock file."""
+        """Release the lock and remove the lock file (ours: it holds ``LOCK_MARK``)."""
         if self._lock is not None:
             try:
                 os.unlink(_lockfile(self.path))
@@ -285,20 +453,21 @@ class ResultStore:
             self._lock = None
 
     def _read_meta(self) -> dict:
+        """The sidecar, parsed and validated (``_schema_error``), or ``ValueError``."""
         side = _sidecar(self.path)
         try:
-            meta = json.loads(side.read_text())
-        except (OSError, ValueError) as exc:
+            meta = json.loads(side.read_bytes())
+        except (OSError, ValueError, RecursionError) as exc:
             raise ValueError(f"the sidecar {str(side)!r} is unreadable ({exc}); the files are "
                              "left untouched: choose another path") from None
-        keys = ("spec", "columns", "length", "sha256", "rows")
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or any(
-                k not in meta for k in keys):
-            raise ValueError(f"{str(side)!r} is not a {FORMAT} sidecar; the files are left "
-                             "untouched: choose another path")
+        problem = _schema_error(meta, self.path.name)
+        if problem:
+            raise ValueError(f"the sidecar {str(side)!r} is refused: {problem}; the files are "
+                             "left untouched: choose another path")
         return meta
 
     def _commit(self, meta: dict) -> None:
+        meta = {**meta, "seal": _seal(meta)}
         _write_atomic(_sidecar(self.path), json.dumps(meta, indent=1).encode())
         self._meta = meta
 
@@ -307,36 +476,30 @@ class ResultStore:
             f"out file {str(self.path)!r} {what}; it is left untouched: choose another path "
             f"(or delete it and {_sidecar(self.path).name} to start over)")
 
-    def _recover(self, meta: dict) -> dict:
-        """Finish or roll back the write the sidecar records as pending, or refuse."""
-        data = self.path.read_bytes()
-        committed = data[: meta["length"]]
-        pending = meta.get("pending")
-        if pending and pending["kind"] == "rewrite" and _digest(data) == pending["sha256"]:
-            meta = {**meta, "length": len(data), "sha256": pending["sha256"],
-                    "rows": pending["rows"], "columns": pending["columns"], "pending": None}
-            self._commit(meta)
-            return meta
-        if len(data) < meta["length"] or _digest(committed) != meta["sha256"]:
+    def _recovery(self, meta: dict, data: bytes) -> tuple[dict, bytes, bool]:
+        """How to finish or roll back the pending write, without writing anything.
+
+        Returns the sidecar after recovery, the committed bytes, and whether the file
+        must be cut back to them; refuses bytes jaxsynth did not commit.
+        """
+        pending = meta["pending"] or {}
+        done = {**meta, "pending": None}
+        if pending.get("kind") == "rewrite" and _digest(data) == pending["sha256"]:
+            return ({**done, "length": len(data), "sha256": pending["sha256"],
+                     "rows": pending["rows"], "columns": pending["columns"]}, data, False)
+        if len(data) < meta["length"] or _digest(data[: meta["length"]]) != meta["sha256"]:
             raise self._changed("no longer matches what jaxsynth wrote (edited or replaced)")
         if len(data) == meta["length"]:
-            return {**meta, "pending": None}
+            return done, data, False
         tail = data[meta["length"]:]
-        appending = pending is not None and pending["kind"] == "append"
-        if appending and len(data) == pending["length"] and _digest(tail) == pending["sha256"]:
-            meta = {**meta, "length": len(data), "sha256": _digest(data),
-                    "rows": pending["rows"], "pending": None}
-        elif appending and len(data) < pending["length"]:
-            with open(self.path, "r+b") as f:  # a partial append of ours: cut it back
-                f.truncate(meta["length"])
-                f.flush()
-                os.fsync(f.fileno())
-            meta = {**meta, "pending": None}
-        else:
-            raise self._changed("has bytes jaxsynth did not commit (appended to by another "
-                                "program)")
-        self._commit(meta)
-        return meta
+        if pending.get("kind") == "append":
+            if len(data) == pending["length"] and _digest(tail) == pending["sha256"]:
+                return ({**done, "length": len(data), "sha256": _digest(data),
+                         "rows": pending["rows"]}, data, False)
+            if len(data) < pending["length"]:
+                return done, data[: meta["length"]], True
+        raise self._changed("has bytes jaxsynth did not commit (appended to by another "
+                            "program)")
 
     def _check_spec(self) -> None:
         old, new = self._meta["spec"], self.spec
@@ -367,9 +530,18 @@ class ResultStore:
 
     def table(self) -> pd.DataFrame:
         """Every committed row."""
-        if not self._meta["length"]:
+        data = self._committed_bytes()
+        if not data:
             return pd.DataFrame(columns=list(KEY_COLUMNS))
-        return read_table(self.path)
+        return read_table(self.path, data)
+
+    def _committed_bytes(self) -> bytes:
+        """The file's bytes, refused unless they are exactly the last committed ones."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        if len(data) != self._meta["length"] or _digest(data) != self._meta["sha256"]:
+            raise self._changed("changed while jaxsynth was writing it (another program "
+                                "wrote to it)")
+        return data
 
     @property
     def rows(self) -> int:
@@ -406,6 +578,9 @@ class ResultStore:
             return
         data = rows.reindex(columns=columns).to_csv(header=False, index=False).encode()
         old_length = self._meta["length"]
+        if os.stat(self.path).st_size != old_length:
+            raise self._changed("changed while jaxsynth was writing it (another program "
+                                "wrote to it)")
         pending = {"kind": "append", "length": old_length + len(data), "sha256": _digest(data),
                    "rows": self.rows + len(rows)}
         self._commit({**self._meta, "spec": self.spec, "pending": pending})
@@ -423,9 +598,10 @@ class ResultStore:
         data = table.to_csv(index=False).encode()
         columns = list(table.columns)
         pending = {"kind": "rewrite", "sha256": _digest(data), "rows": len(table),
-                   "columns": columns}
+                   "columns": columns, "tmp": _tmpname(self.path)}
+        self._committed_bytes()  # nothing another program wrote is absorbed and sealed
         self._commit({**self._meta, "spec": self.spec, "pending": pending})
-        _write_atomic(self.path, data, _tmpfile(self.path))
+        _write_atomic(self.path, data, pending["tmp"])
         self._hash = hashlib.sha256(data)
         self._commit({**self._meta, "length": len(data), "sha256": _digest(data),
                       "rows": len(table), "columns": columns, "pending": None})
@@ -442,18 +618,17 @@ class ResultStore:
 def _committed(path: Path, data: bytes) -> bytes:
     """The bytes of ``data`` a store at ``path`` has committed (all of them if no store)."""
     try:
-        meta = json.loads(_sidecar(path).read_text())
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            return data
-        pending = meta.get("pending") or {}
-        if pending.get("kind") == "rewrite" and _digest(data) == pending.get("sha256"):
-            return data  # a rewrite done but not yet committed
-        length = meta.get("length")
-        if isinstance(length, int) and length <= len(data) and (
-                _digest(data[:length]) == meta.get("sha256")):
-            return data[:length]  # without an append in progress
-    except (OSError, ValueError, TypeError):
-        pass
+        meta = json.loads(_sidecar(path).read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return data
+    if _schema_error(meta, path.name) is not None:
+        return data
+    pending = meta["pending"] or {}
+    if pending.get("kind") == "rewrite" and _digest(data) == pending["sha256"]:
+        return data  # a rewrite done but not yet committed
+    length = meta["length"]
+    if length <= len(data) and _digest(data[:length]) == meta["sha256"]:
+        return data[:length]  # without an append in progress
     return data
 
 

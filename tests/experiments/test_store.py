@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -89,7 +90,7 @@ def test_a_sidecar_that_is_not_ours_is_refused(tmp_path):
     path.write_bytes(b"x\n1\n")
     (tmp_path / "out.csv.jaxsynth.json").write_text('{"format": "something-else"}')
     before = _files(tmp_path)
-    with pytest.raises(ValueError, match="is not a jaxsynth-results/1 sidecar"):
+    with pytest.raises(ValueError, match="is not a jaxsynth-results/2 sidecar"):
         ResultStore(path, SPEC, METRICS).open()
     assert _files(tmp_path) == before
 
@@ -163,6 +164,7 @@ def test_a_committed_file_with_invalid_rows_is_refused_never_repaired(tmp_path):
         meta = {"format": store_module.FORMAT, "spec": SPEC, "columns": list(rows.columns),
                 "length": len(data), "sha256": hashlib.sha256(data).hexdigest(),
                 "rows": len(rows), "pending": None}
+        meta["seal"] = store_module._seal(meta)  # a sidecar as jaxsynth writes it
         (tmp_path / f"{name}.csv.jaxsynth.json").write_text(json.dumps(meta))
         before = _files(tmp_path)
         with pytest.raises(ValueError, match="seed value|repeated replicate"):
@@ -277,7 +279,8 @@ class _FaultyOS:
             raise _Crash
 
     def fsync(self, fd):  # (durability itself is the kernel's: not exercised here)
-        if self.steps + 1 == self.crash_at and self.partial:
+        if self.steps + 1 == self.crash_at and self.partial and stat.S_ISREG(
+                os.fstat(fd).st_mode):
             size = os.fstat(fd).st_size  # an append only half on disk
             os.ftruncate(fd, size - max(1, size % 7))
         self._step()
@@ -420,4 +423,163 @@ def test_reruns_report_the_file_and_extend_or_refuse(tmp_path, capsys):
     assert main([*args, "--metric", "tree"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "different metrics" in err
+    assert _files(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- untrusted sidecars
+
+
+def _store(path):
+    """A committed store of two appends (8 + 2 rows), rows with their provenance columns."""
+    provenance = {"key": "0", "data_key": 0, "ground": "linf"}
+    with ResultStore(path, SPEC, METRICS) as st:
+        st.append(_rows(extra=provenance))
+        st.append(_rows(seeds=[4], extra=provenance))
+    return path
+
+
+def _edit_sidecar(path, reseal=False, **fields):
+    import json
+
+    side = path.with_name(path.name + ".jaxsynth.json")
+    meta = {**json.loads(side.read_text()), **fields}
+    if reseal:  # as if edited by someone who recomputed the seal
+        meta["seal"] = store_module._seal(meta)
+    side.write_text(json.dumps(meta))
+
+
+SIDECAR_EDITS = {
+    "length abc": dict(length="abc"), "pending garbage": dict(pending="garbage"),
+    "spec x": dict(spec="x"), "columns 5": dict(columns=5),
+    "append without length": dict(pending={"kind": "append"}),
+    "key 0 to 5": dict(spec={**SPEC, "key": "5"}),
+}
+
+
+@pytest.mark.parametrize("reseal", [False, True], ids=["edited", "resealed"])
+@pytest.mark.parametrize("edit", SIDECAR_EDITS.values(), ids=SIDECAR_EDITS.keys())
+def test_edited_sidecars_are_refused_untouched(tmp_path, edit, reseal):
+    # truth: the sidecar binds the table's bytes and rows to one sweep; a rerun with the
+    # edited key (--key 5) would mix rows of two keys
+    path = _store(tmp_path / "out.csv")
+    _edit_sidecar(path, reseal, **edit)
+    before = _files(tmp_path)
+    spec = edit["spec"] if isinstance(edit.get("spec"), dict) else SPEC
+    with pytest.raises(ValueError, match="left untouched"):
+        ResultStore(path, spec, METRICS).open()
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("label", ["NA", "NaN", "None", "null", "n/a"])
+def test_labels_that_look_missing_resume(tmp_path, label):
+    import jaxsynth as js
+
+    path = tmp_path / "out.csv"
+    X = js.datasets.load("spiral", n=200, key=0)
+    run = dict(eps=[1.0], seeds=2, metrics=["tree"], out=path, progress=False)
+    first = js.simulate({label: js.PMM(depth=3)}, {label: X}, **run)
+    again = js.simulate({label: js.PMM(depth=3)}, {label: X}, **run)  # resumes: nothing new
+    assert again.attrs["new_rows"] == 0 and again["mechanism"].tolist() == [label] * 2
+    assert again["data"].tolist() == [label] * 2
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_files_with_the_stores_names_are_never_removed_or_overwritten(tmp_path):
+    path = tmp_path / "out.csv"
+    mine = {"out.csv.jaxsynth.lock": b"my notes\n", "out.csv.jaxsynth.tmp": b"mine\n",
+            "out.csv.jaxsynth.json.tmp": b"mine too\n"}
+    for name, data in mine.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(ValueError, match="jaxsynth.lock' exists and was not written by jaxsynth"):
+        ResultStore(path, SPEC, METRICS).open()
+    assert _files(tmp_path) == mine
+    (tmp_path / "out.csv.jaxsynth.lock").unlink()
+    with ResultStore(path, SPEC, METRICS) as st:  # appends and a rewrite (new columns)
+        st.append(_rows(seeds=[0]))
+        st.append(_rows(seeds=[1], extra={"cap_hits": 0}))
+        st.finish()
+    files = _files(tmp_path)
+    assert {k: files[k] for k in mine if k in files} == {k: v for k, v in mine.items()
+                                                        if "lock" not in k}
+    assert sorted(files) == sorted(["out.csv", "out.csv.jaxsynth.json",
+                                    "out.csv.jaxsynth.tmp", "out.csv.jaxsynth.json.tmp"])
+
+
+@pytest.mark.parametrize("then", ["append", "rewrite", "finish"])
+def test_rows_another_program_appends_during_a_sweep_are_refused(tmp_path, then):
+    path = tmp_path / "out.csv"
+    with ResultStore(path, SPEC, METRICS) as st:
+        st.append(_rows(seeds=[0, 1]))
+        st.append(_rows(seeds=[2]))  # so that finish must reorder
+        with open(path, "ab") as f:
+            f.write(b"a,pmm,x,300,1.0,99,0.1,0.2,c\n")
+        before = _files(tmp_path)
+        extra = {"cap_hits": 0} if then == "rewrite" else None
+        with pytest.raises(ValueError, match="another program wrote to it"):
+            st.finish() if then == "finish" else st.append(_rows(seeds=[3], extra=extra))
+        assert _files(tmp_path) == before
+    with pytest.raises(ValueError, match="did not commit"):
+        ResultStore(path, SPEC, METRICS).open()
+
+
+def _corruptions(rng, side: bytes, table: bytes):
+    """One random corruption of the sidecar or the table: (sidecar, table) bytes."""
+    import json
+
+    wrong = [None, True, -1, 2.5, "abc", "", [], [1], {}, {"kind": "append"}, 10**30]
+    kind = rng.choice(["truncate", "flip", "field", "field", "resealed"])
+    target = rng.choice(["sidecar", "table"]) if kind in ("truncate", "flip") else "sidecar"
+    data = side if target == "sidecar" else table
+    if kind == "truncate":
+        data = data[: rng.randrange(len(data))]
+    elif kind == "flip":
+        i = rng.randrange(len(data))
+        data = data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+    else:
+        meta = json.loads(side)
+        field = rng.choice(sorted(meta) + ["spec.key", "pending.kind"])
+        value = rng.choice(wrong)
+        if field == "spec.key":
+            meta["spec"] = {**meta["spec"], "key": value}
+        elif field == "pending.kind":
+            meta["pending"] = {"kind": value, "length": 5, "sha256": "0" * 64, "rows": 1}
+        else:
+            meta[field] = value
+        if kind == "resealed":
+            meta["seal"] = store_module._seal(meta)
+        data = json.dumps(meta).encode()
+    return (data, table) if target == "sidecar" else (side, data)
+
+
+def test_random_corruptions_are_refused_untouched_or_recovered(tmp_path):
+    rng = random.Random(2026)
+    for case in range(32):
+        path = _store(tmp_path / f"c{case}.csv")
+        side = path.with_name(path.name + ".jaxsynth.json")
+        new_side, new_table = _corruptions(rng, side.read_bytes(), path.read_bytes())
+        side.write_bytes(new_side)
+        path.write_bytes(new_table)
+        before = (side.read_bytes(), path.read_bytes())
+        try:
+            with ResultStore(path, SPEC, METRICS) as st:
+                st.append(_rows(seeds=[9], extra={"key": "0", "data_key": 0, "ground": "linf"}))
+                st.finish()
+        except ValueError as exc:
+            assert "\n" not in str(exc)
+            assert (side.read_bytes(), path.read_bytes()) == before, (case, str(exc))
+        else:  # recovered: every committed row valid, nothing twice
+            validate_rows(readable(path, METRICS), METRICS, path.name)
+        assert not path.with_name(path.name + ".jaxsynth.lock").exists()
+
+
+def test_the_command_line_refuses_an_edited_sidecar_in_one_line(tmp_path, capsys):
+    path = tmp_path / "sweep.csv"
+    args = [*SWEEP, "--seeds", "2", "--out", str(path)]
+    assert main(args) == 0
+    _edit_sidecar(path, spec="x")
+    before = _files(tmp_path)
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxsynth: error: ") and err.count("\n") == 1 and "seal" in err
     assert _files(tmp_path) == before

@@ -25,6 +25,9 @@ def prepare(X, depth: int) -> DataTree:
 
 def check_mechanism(mech, name: str = "mech"):
     """Return ``mech`` if it is a mechanism config (it has ``plan`` and ``data_depth``)."""
+    if isinstance(mech, type):
+        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
+                         f"instance; got the class {mech.__name__}")
     if not (hasattr(mech, "plan") and hasattr(mech, "data_depth") and hasattr(mech, "name")):
         raise ValueError(
             f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"

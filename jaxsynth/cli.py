@@ -57,7 +57,8 @@ _names = _listed(str.strip, "names")
 
 def _integer(minimum: int):
     """An argparse type: an integer of at least ``minimum`` (1: positive, 0: non-negative)."""
-    what = "a positive" if minimum == 1 else "a non-negative"
+    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
+        minimum, f"an integer >= {minimum}")
 
     def parse(text: str) -> int:
         try:
@@ -65,7 +66,7 @@ def _integer(minimum: int):
         except ValueError:
             value = minimum - 1
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what} integer; got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected {what}; got {text!r}")
         return value
 
     return parse
@@ -97,8 +98,9 @@ def _parser() -> _Parser:
                           "and its rate against eps n")
     demo.add_argument("--out-dir", default=".", metavar="DIR",
                       help="where jaxsynth-demo.csv and jaxsynth-demo.png go (default .)")
-    demo.add_argument("--seeds", type=_count, default=DEMO_SEEDS, metavar="S",
-                      help=f"replicates (default {DEMO_SEEDS})")
+    demo.add_argument("--seeds", type=_integer(2), default=DEMO_SEEDS, metavar="S",
+                      help=f"replicates, at least 2 for the rate's interval (default "
+                      f"{DEMO_SEEDS})")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sim = sub.add_parser("simulate", help="run a sweep and write one row per replicate")

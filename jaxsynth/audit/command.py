@@ -42,6 +42,9 @@ def run(args) -> None:
 
     if not args.mechanism:
         raise ValueError("--mechanism is empty")
+    repeated = sorted({m for m in args.mechanism if args.mechanism.count(m) > 1})
+    if repeated:
+        raise ValueError(f"--mechanism names {', '.join(repeated)} more than once")
     mechs = [mechanism(name) for name in args.mechanism]
     check_epsilon(args.eps, "--eps")
     check_positive_int(args.replicates, "--replicates", minimum=MIN_REPLICATES)

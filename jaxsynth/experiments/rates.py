@@ -204,7 +204,8 @@ def estimate_rate(
       formula), ``theory_exponent`` and ``bound_slope`` (see the module docstring).
 
     Raises:
-      ValueError: naming the argument or the group: a missing column, a row with a
+      ValueError: naming the argument or the group: a ``metric`` that is not a W1 column,
+        ``by`` naming ``eps``, ``n``, ``seed`` or a W1 column, a missing column, a row with a
         non-positive or non-numeric ``eps``/``n``, a missing, non-numeric or negative
         ``metric``, a group with a single εn value (no slope) or a cell with a single
         replicate (no interval), a non-positive cell mean (no logarithm).
@@ -212,7 +213,15 @@ def estimate_rate(
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
     check_str(metric, "metric")
+    if not metric.startswith("w1_"):
+        raise ValueError(f"metric must be a W1 column (w1_upper, w1_lower, w1_tree, ...); got "
+                         f"{metric!r}")
     by = [] if isinstance(by, (list, tuple)) and not by else check_names(by, "by")
+    across = [c for c in by if c in ("eps", "n", "seed") or c.startswith("w1_")]
+    if across:
+        raise ValueError(f"by: {across} cannot group a fit: the slope runs across eps and n, "
+                         "seeds are its replicates and W1 columns its values; group by columns "
+                         "such as mechanism, data, kind or d")
     missing = [c for c in ["eps", "n", metric, *by] if c not in df]
     if missing:
         raise ValueError(f"df lacks the column(s) {missing} (metric={metric!r}, by={by})")

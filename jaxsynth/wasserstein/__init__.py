@@ -1,12 +1,14 @@
 """Wasserstein-1 between data and synthetic measures (SPEC §7): one module per method.
 
-``tree`` (exact tree-metric W1 and its certified upper bound), ``bounds`` (certified
-bracket), ``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is
+``exact`` (certified full-data W1 to a relative gap, by column generation on the
+transport LP), ``tree`` (exact tree-metric W1 and its certified upper bound), ``bounds``
+(certified bracket), ``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is
 slow to import) and ``dispatch`` (``w1``, the ``js.w1`` entry point).
 """
 
 from jaxsynth.wasserstein.bounds import bracket, projection_lower, tree_upper
 from jaxsynth.wasserstein.dispatch import METHODS, METRICS, w1
+from jaxsynth.wasserstein.exact import ExactData, prepare_exact, w1_exact
 from jaxsynth.wasserstein.exact1d import w1_exact1d, wasserstein_1d
 from jaxsynth.wasserstein.tree import TreeData, TreeW1, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
@@ -14,14 +16,17 @@ from jaxsynth.wasserstein.tree import prepare as prepare_w1
 __all__ = [
     "METHODS",
     "METRICS",
+    "ExactData",
     "TreeData",
     "TreeW1",
     "bracket",
+    "prepare_exact",
     "prepare_w1",
     "projection_lower",
     "tree_upper",
     "tree_w1",
     "w1",
+    "w1_exact",
     "w1_exact1d",
     "w1_sinkhorn",
     "wasserstein_1d",

@@ -7,6 +7,9 @@ returns NumPy float64 of shape ``out.batch_shape``:
 - ``"tree_upper"``: certified upper bound on W1, tree W1 + within-leaf term;
 - ``"bracket"``: ``(lower, upper)``, 1-D projection lower bound and tree upper bound
   (``bounds.bracket``);
+- ``"exact"``: ``(lower, upper)`` certified to ``upper − lower ≤ rtol · upper`` for the
+  ground metric's W1 between the whole data set and each measure (``exact.w1_exact``:
+  column generation on the transport LP, both ends proofs);
 - ``"exact1d"``: exact W1 for ``d = 1`` (``exact1d.w1_exact1d``);
 - ``"sinkhorn"``: certified entropic estimate (``sinkhorn.w1_sinkhorn``), one solve per
   replicate in a host loop, each shape compiled once.
@@ -28,13 +31,20 @@ import numpy as np
 
 from jaxsynth.wasserstein import tree as _tree
 from jaxsynth.wasserstein.bounds import bracket, check_valid, tree_upper
+from jaxsynth.wasserstein.exact import (
+    DEFAULT_CLUSTERS,
+    DEFAULT_RTOL,
+    ExactData,
+    prepare_exact,
+    w1_exact,
+)
 from jaxsynth.wasserstein.exact1d import w1_exact1d
 from jaxsynth.wasserstein.tree import TreeData, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
 
 __all__ = ["METHODS", "METRICS", "w1"]
 
-METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
+METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
 METRICS = ("linf", "l2")
 
 _OPTIONS = {
@@ -42,6 +52,7 @@ _OPTIONS = {
     "tree_upper": {"batch_size"},
     "bracket": {"batch_size", "n_directions", "seed"},
     "exact1d": set(),
+    "exact": {"rtol", "clusters"},
 }
 
 
@@ -56,19 +67,22 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
     """W1 between the data ``μ_X`` (weights ``1/n``) and synthetic measure(s) ``out``.
 
     Args:
-      X: [n, d] data in [0,1]^d, or a prepared ``TreeData`` (``prepare_w1``) or
-        ``DataTree`` reused across calls.
+      X: [n, d] data in [0,1]^d, or a prepared ``TreeData`` (``prepare_w1``),
+        ``ExactData`` (``prepare_exact``, method ``"exact"`` only) or ``DataTree``
+        reused across calls.
       out: ``SyntheticMeasure``, possibly batched (points [..., M, d]).
-      method: ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"`` | ``"sinkhorn"``.
+      method: ``"exact"`` | ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"``
+        | ``"sinkhorn"``.
       metric: ground metric ``"linf"`` (default, seed 001 §7) or ``"l2"``.
-      **options: ``batch_size`` (tree, tree_upper, bracket: replicates per vmapped chunk);
+      **options: ``rtol`` (exact: relative gap, default 0.01), ``clusters`` (exact:
+        coarse blocks of the data); ``batch_size`` (tree, tree_upper, bracket: replicates per vmapped chunk);
         ``n_directions``, ``seed`` (bracket: random projections); everything
         ``w1_sinkhorn`` accepts (sinkhorn: ``rtol``, ``subsample``, ``key``, ...).  With
         ``key``, replicate ``i`` (flat batch index) uses ``jax.random.fold_in(key, i)``.
 
     Returns:
       float64 NumPy array of shape ``out.batch_shape`` (0-d when unbatched); for
-      ``"bracket"`` a tuple ``(lower, upper)`` of two such arrays.
+      ``"bracket"`` and ``"exact"`` a tuple ``(lower, upper)`` of two such arrays.
 
     Raises:
       ValueError: naming the argument for bad data, a bad measure, an unknown method,
@@ -87,8 +101,17 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
                 f"unknown option(s) {sorted(unknown)} for method={method!r}; "
                 f"accepted: {sorted(_OPTIONS[method])}"
             )
-    points_of_X = _tree.data_points(X)
-    _tree.check_measure(out, points_of_X.shape[1])
+    if isinstance(X, ExactData) and method != "exact":
+        raise ValueError(f"X: an ExactData serves method='exact' only; got method={method!r}")
+    points_of_X = X.X if isinstance(X, ExactData) else _tree.data_points(X)
+    points, weights, _, _ = _tree.check_measure(out, points_of_X.shape[1])
+    if method == "exact":
+        if not isinstance(X, ExactData):
+            X = prepare_exact(points_of_X, options.get("clusters", DEFAULT_CLUSTERS))
+        elif "clusters" in options:
+            raise ValueError("clusters: set it in prepare_exact when X is an ExactData")
+        lower, upper = w1_exact(X, points, weights, metric, options.get("rtol", DEFAULT_RTOL))
+        return lower.reshape(out.batch_shape), upper.reshape(out.batch_shape)
 
     if method == "exact1d":
         if points_of_X.shape[1] != 1:

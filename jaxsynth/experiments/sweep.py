@@ -64,17 +64,23 @@ from jaxsynth.experiments import datasets
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path
 from jaxsynth.mechanisms.registry import mechanism
-from jaxsynth.wasserstein import bounds, exact1d
+from jaxsynth.wasserstein import bounds, exact, exact1d
 
 __all__ = ["METHODS", "simulate"]
 
-METHODS = ("tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
-"""W1 methods (``jaxsynth.wasserstein``); ``bracket`` gives the columns ``w1_lower, w1_upper``."""
-DEFAULT_METRICS = ("bracket",)
-"""The default: the certified bracket ``w1_lower ≤ W1 ≤ w1_upper`` of the ground metric's W1.
+METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
+"""W1 methods (``jaxsynth.wasserstein``); ``exact`` gives the columns ``w1_exact_lower,
+w1_exact_upper``, ``bracket`` the columns ``w1_lower, w1_upper``."""
+DEFAULT_METRICS = ("exact",)
+"""The default: the ground metric's W1 between the whole data set and each release,
+certified to ``w1_exact_upper − w1_exact_lower ≤ rtol · w1_exact_upper`` (rtol 1%).
 
-The papers bound ℓ∞ (ℓ2) W1; the ultrametric tree W1 (``tree``) is another quantity, far
-below it in high dimension (0 while the depth is below d), so it is not the default."""
+The papers bound ℓ∞ (ℓ2) W1; ``bracket`` bounds the same quantity cheaply but loosely,
+and the ultrametric tree W1 (``tree``) is another quantity, far below it in high
+dimension (0 while the depth is below d)."""
+OPTIONS = {"exact": {"rtol", "clusters"}, "bracket": {"n_directions", "seed"}}
+"""Options of the W1 methods that take any (Sinkhorn: those of ``w1_sinkhorn``)."""
+COLUMNS = {"exact": ["w1_exact_lower", "w1_exact_upper"], "bracket": ["w1_lower", "w1_upper"]}
 GROUNDS = ("linf", "l2")
 CHUNK_REPLICATES = 256
 """Replicates released between two writes of the result store (at least one engine chunk)."""
@@ -212,9 +218,14 @@ def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
         method, options = item if _is_pair(item) else (item, {})
         if not isinstance(method, str) or method not in METHODS:
             raise ValueError(f"metrics: unknown W1 method {method!r}; known: {', '.join(METHODS)}")
-        if method != "sinkhorn" and method != "bracket" and options:
-            raise ValueError(f"metrics: {method!r} takes no options; got {sorted(options)}")
-        columns = ["w1_lower", "w1_upper"] if method == "bracket" else [f"w1_{method}"]
+        unknown = set(options) - OPTIONS.get(method, set())
+        if method != "sinkhorn" and unknown:
+            raise ValueError(f"metrics: {method!r} takes the options {sorted(OPTIONS.get(method, ()))}; "
+                             f"got {sorted(options)}")
+        if method == "exact":
+            exact.check_rtol(options.get("rtol", exact.DEFAULT_RTOL))
+            check_positive_int(options.get("clusters", exact.DEFAULT_CLUSTERS), "clusters")
+        columns = COLUMNS.get(method, [f"w1_{method}"])
         out.append((method, dict(options), columns))
     names = [c for _, _, cols in out for c in cols]
     if len(set(names)) != len(names):
@@ -230,11 +241,15 @@ class _Measurer:
     methods: list
     ground: str
     projections: dict  # (n_directions, seed) -> (dirs, sorted data projections), on device
+    exact_data: dict  # clusters -> ExactData
 
     @classmethod
     def build(cls, X, methods, ground):
-        projections = {}
+        projections, exact_data = {}, {}
         for method, options, _ in methods:
+            if method == "exact":
+                clusters = options.get("clusters", exact.DEFAULT_CLUSTERS)
+                exact_data[clusters] = exact.prepare_exact(X, clusters)
             if method == "bracket":
                 n_dir = options.get("n_directions", bounds.DEFAULT_DIRECTIONS[ground])
                 seed = options.get("seed", 0)
@@ -243,7 +258,7 @@ class _Measurer:
                                             jnp.asarray(bounds.sorted_projections(X, dirs)))
             if method == "exact1d" and X.shape[1] != 1:
                 raise ValueError(f"metric 'exact1d' needs d = 1; the data have d = {X.shape[1]}")
-        return cls(X, methods, ground, projections)
+        return cls(X, methods, ground, projections, exact_data)
 
     @property
     def atoms(self) -> bool:
@@ -292,7 +307,19 @@ class _Measurer:
         for method, options, columns in self.methods:
             if method == "sinkhorn":
                 values[columns[0]] = self._sinkhorn(out, options, seeds)
+            elif method == "exact":
+                values.update(zip(columns, self._exact(out, options)))
         return values
+
+    def _exact(self, out, options):
+        """``exact.w1_exact`` of every replicate: the numbers ``js.w1(method="exact")`` gives."""
+        points, weights = np.asarray(out["points"]), np.asarray(out["weights"])
+        grid = weights.shape[:2]
+        data = self.exact_data[options.get("clusters", exact.DEFAULT_CLUSTERS)]
+        lower, upper = exact.w1_exact(data, points.reshape((-1,) + points.shape[2:]),
+                                      weights.reshape(-1, weights.shape[-1]), self.ground,
+                                      options.get("rtol", exact.DEFAULT_RTOL))
+        return lower.reshape(grid), upper.reshape(grid)
 
     def _sinkhorn(self, out, options, seeds):
         from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
@@ -309,18 +336,10 @@ class _Measurer:
             rep = None if key is None else jax.random.fold_in(
                 jax.random.fold_in(key, int(seeds[s])), 0)
             # its own atoms in canonical order: padding and order depend on the chunk
-            p, w = _canonical_atoms(points[e, s], weights[e, s])
+            p, w = exact.canonical_atoms(points[e, s], weights[e, s])
             result[e, s] = w1_sinkhorn(self.X, p, w, metric=self.ground, key=rep,
                                        **options).value
         return result
-
-
-def _canonical_atoms(points: np.ndarray, weights: np.ndarray):
-    """A replicate's positive atoms in a canonical order (coordinates, then weight), host."""
-    live = weights > 0
-    p, w = points[live], weights[live]
-    order = np.lexsort((w,) + tuple(p[:, k] for k in reversed(range(p.shape[1]))))
-    return p[order], w[order]
 
 
 @jax.jit

@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 
 import jaxsynth as js
-from jaxsynth.experiments.sweep import _canonical_atoms, _data_sets, simulate
+from jaxsynth.experiments.sweep import _data_sets, simulate
+from jaxsynth.wasserstein.exact import canonical_atoms
 from jaxsynth.mechanisms.registry import depth_sweep, mechanism
 from jaxsynth.wasserstein import w1
 from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
@@ -235,7 +236,7 @@ def test_sinkhorn_subsample_keys_follow_the_seed_not_the_chunk(X, table):
     for s in range(2):  # replicate s: release key fold_in(7, s), subsample key fold_in(5, s)
         out = js.release(jax.random.fold_in(jax.random.key(7), s), MECHS[0], X, 1.0)
         # measured on its own atoms in canonical order (padding and order are the chunk's)
-        p, w = _canonical_atoms(np.asarray(out.points), np.asarray(out.weights))
+        p, w = canonical_atoms(np.asarray(out.points), np.asarray(out.weights))
         key = jax.random.fold_in(jax.random.fold_in(jax.random.key(5), s), 0)  # as js.w1
         value = w1_sinkhorn(X, p, w, subsample=100, key=key).value
         assert whole.w1_sinkhorn[s] == value

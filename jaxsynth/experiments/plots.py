@@ -152,8 +152,8 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
     if lower is None:
         ax.set_title(f"{quantity(metric, df)} against ε n", fontsize=10)
     else:
-        ax.set_title(f"certified bracket of the {ground_name(df)} W1 against ε n: upper "
-                     "bound (filled, fitted), lower bound (open)", fontsize=9)
+        ax.set_title(f"certified pair of the {ground_name(df)} W1 against ε n: upper "
+                     "end (filled, fitted), lower end (open)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)

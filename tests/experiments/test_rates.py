@@ -21,7 +21,7 @@ def _sweep(rng, a=0.5, c=2.0, seeds=40, sigma=0.5, mechanism="m", extra=None):
     n = np.repeat(EN.astype(int), seeds)
     noise = rng.lognormal(-sigma**2 / 2, sigma, size=n.size)  # mean exactly 1
     df = pd.DataFrame({"mechanism": mechanism, "data": "x", "n": n, "eps": 1.0,
-                       "seed": np.tile(np.arange(seeds), EN.size), "w1_upper": c * n**-a * noise})
+                       "seed": np.tile(np.arange(seeds), EN.size), "w1_exact_upper": c * n**-a * noise})
     return df.assign(**(extra or {}))
 
 
@@ -103,7 +103,7 @@ def test_rate_input_checks_and_single_cell_groups():
     with pytest.raises(ValueError, match="level"):
         estimate_rate(df, level=1.5)
     with pytest.raises(ValueError, match="positive"):
-        estimate_rate(df.assign(w1_upper=0.0))
+        estimate_rate(df.assign(w1_exact_upper=0.0))
     # no slope from a single eps·n value, no interval from a single seed: refused, named
     with pytest.raises(ValueError, match="mechanism='m'.*single eps·n value"):
         estimate_rate(df[df.n == 1000])
@@ -111,30 +111,31 @@ def test_rate_input_checks_and_single_cell_groups():
         estimate_rate(df[df.seed == 0])
     with pytest.raises(ValueError, match="n must hold positive integers"):
         estimate_rate(df.assign(n=df.n.where(df.seed > 0, 0)))
-    with pytest.raises(ValueError, match="w1_upper must hold non-negative numbers"):
-        estimate_rate(df.assign(w1_upper=df.w1_upper.where(df.seed > 0, -1.0)))
+    with pytest.raises(ValueError, match="w1_exact_upper must hold non-negative numbers"):
+        estimate_rate(df.assign(w1_exact_upper=df.w1_exact_upper.where(df.seed > 0, -1.0)))
 
 
 def test_plots_write_png(tmp_path):
     rng = np.random.default_rng(3)
     df = _sweep(rng, mechanism="pmm", extra={"kind": "pmm", "d": 2, "intrinsic_dim": 1})
     df["depth"] = np.repeat(np.ceil(np.log2(EN)).astype(int), 40)
-    df["w1_lower"] = df.w1_upper / 4
+    df["w1_exact_lower"] = df.w1_exact_upper / 4
     fig = rate_plot(df, path=tmp_path / "rate.png")
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("slope -0.5" in t for t in labels)
     assert any("theory (eps n)^(-1/2)" in t for t in labels)
     # the figure names its quantity, and shows the bracket's lower end beside the fit
-    assert "certified upper bound on ℓ∞ W1" in fig.axes[0].get_ylabel()
-    assert "certified bracket of the ℓ∞ W1" in fig.axes[0].get_title()
-    assert any("certified lower bound on ℓ∞ W1" in t for t in labels)
-    tree = rate_plot(df.assign(w1_tree=df.w1_upper, ground="l2"), metric="w1_tree")
+    assert "ℓ∞ W1 of the whole data set (certified upper end" in fig.axes[0].get_ylabel()
+    assert "certified pair of the ℓ∞ W1" in fig.axes[0].get_title()
+    assert any("certified lower end" in t for t in labels)
+    tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, ground="l2"), metric="w1_tree")
     assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
     assert "ultrametric tree W1 (not the ℓ2 W1) against ε n" == tree.axes[0].get_title()
     sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)
     fig = depth_plot(sweep, path=tmp_path / "depth.png")
     assert [ax.get_title() for ax in fig.axes] == [
-        "mean w1_upper: certified upper bound on ℓ∞ W1", "seconds per replicate",
+        "mean w1_exact_upper: ℓ∞ W1 of the whole data set (certified upper end, gap ≤ rtol)",
+        "seconds per replicate",
         "visited nodes"]
     for name in ("rate.png", "depth.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -212,7 +212,10 @@ def _demo(args) -> None:
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out-dir {out_dir} is not a directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out-dir {out_dir} cannot be created: {exc.strerror}") from None
     csv, png = out_dir / "jaxsynth-demo.csv", out_dir / "jaxsynth-demo.png"
     from jaxsynth.experiments.plots import check_figure_path
 

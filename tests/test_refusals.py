@@ -251,6 +251,8 @@ CLI = [
     ("audit mechanism pmm,pmm", ["audit", "--mechanism", "pmm,pmm"],
      "--mechanism names pmm more than once"),
     ("demo out-dir a file", ["demo", "--out-dir", "foreign.csv"], "is not a directory"),
+    ("demo out-dir under a file", ["demo", "--out-dir", "foreign.csv/sub"],
+     "--out-dir foreign.csv/sub cannot be created"),
 ]
 
 
@@ -281,3 +283,33 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
         assert proc.stderr.startswith("jaxsynth: error: ") and match in proc.stderr
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert (tmp_path / "foreign.csv").read_bytes() == b"a,b\n1,2\n3,4"
+
+
+def test_a_cache_directory_that_cannot_be_used_warns_and_the_run_goes_on(tmp_path,
+                                                                        monkeypatch, capsys):
+    from jaxsynth.compilation import enable_compilation_cache
+
+    (tmp_path / "a-file").write_bytes(b"x")
+    for where in (tmp_path / "a-file", tmp_path / "a-file" / "xla"):
+        with pytest.warns(RuntimeWarning, match="running without the cache"):
+            assert enable_compilation_cache(where) is None
+        monkeypatch.setenv("JAXSYNTH_CACHE_DIR", str(where))
+        with pytest.warns(RuntimeWarning, match="running without the cache"):
+            assert main(["rate", str(tmp_path / "nowhere.csv")]) == 2  # ran on: refused later
+        assert "nowhere.csv' not found" in capsys.readouterr().err
+    assert (tmp_path / "a-file").read_bytes() == b"x"
+
+
+def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
+    # truth: log E W1 shifts by a constant when W1 is scaled, so the slope is unchanged
+    df = _table(seeds=4, sizes=(1000, 2000, 4000))
+    small = estimate_rate(df, metric="w1_upper", n_boot=50)
+    huge = estimate_rate(df.assign(w1_upper=df.w1_upper * 2.0**1020), metric="w1_upper",
+                         n_boot=50)
+    assert np.isfinite(huge.slope[0])
+    np.testing.assert_allclose(huge[["slope", "ci_low", "ci_high"]],
+                               small[["slope", "ci_low", "ci_high"]], rtol=1e-12)
+    with_max = estimate_rate(df.assign(w1_upper=np.where(df.n == 1000, 1e308, 1e300)),
+                             metric="w1_upper", n_boot=50)
+    assert with_max.slope[0] == pytest.approx(np.polyfit(
+        np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)

@@ -99,12 +99,17 @@ def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng, nam
     """Fit columns and the log εn of the cells; refuses a group that cannot be fitted."""
     cells = [c for _, c in g.groupby(["eps", "n"], sort=True)]
     values = [c[metric].to_numpy(np.float64) for c in cells]
+    # in units of a power of two near the largest value (exact): no mean overflows, and a
+    # common factor leaves every slope unchanged
+    _, power = np.frexp(max(v.max() for v in values))
+    values = [np.ldexp(v, -power) for v in values]
     en = np.array([c["eps"].iloc[0] * c["n"].iloc[0] for c in cells], np.float64)
     x = np.log(en)
     means = np.array([v.mean() for v in values])
-    if np.any(~np.isfinite(means)) or np.any(means <= 0):
-        raise ValueError(f"{metric} must be positive and finite in every cell to take logs; "
-                         f"{name} has a cell mean of {_show(means[~(means > 0)][0])}")
+    bad = ~(means > 0)
+    if bad.any():
+        raise ValueError(f"{metric} must be positive in every cell to take logs; {name} has "
+                         f"a cell mean of {_show(np.ldexp(means[bad][0], power))}")
     if np.ptp(x) == 0:
         raise ValueError(f"{name} has a single eps·n value ({en[0]:g}); a slope needs cells "
                          "at two or more values of eps·n")

@@ -334,7 +334,7 @@ def test_a_crash_before_any_step_recovers_to_the_uninterrupted_table(tmp_path, m
 # --------------------------------------------------------------------------- processes
 
 SWEEP = ["simulate", "--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300",
-         "--depth", "4", "--eps", "1,2", "--data-key", "3", "--quiet"]
+         "--depth", "4", "--eps", "1,2", "--data-key", "3", "--metric", "bracket", "--quiet"]
 TIMING = ["seconds", "release_seconds"]
 KILLS = int(os.environ.get("JAXSYNTH_TEST_KILLS", "3"))
 """SIGKILLs per run of the kill test (more: ``JAXSYNTH_TEST_KILLS=20``)."""

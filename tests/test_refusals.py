@@ -29,8 +29,8 @@ D200 = ("uniform", {"d": 200})
 def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
     """A small result table (two eps·n cells of ``seeds`` replicates)."""
     rows = [dict(mechanism="pmm", kind="pmm", data="spiral", n=n, d=2, intrinsic_dim=1,
-                 eps=1.0, seed=s, w1_lower=0.01 * (1 + s) / n ** 0.5,
-                 w1_upper=(1 + 0.1 * s) / n ** 0.5, ground="linf")
+                 eps=1.0, seed=s, w1_exact_lower=0.01 * (1 + s) / n ** 0.5,
+                 w1_exact_upper=(1 + 0.1 * s) / n ** 0.5, ground="linf")
             for n in sizes for s in range(seeds)]
     df = pd.DataFrame(rows)
     return df if w1 is None else df.assign(**w1)
@@ -50,7 +50,7 @@ API = [
     ("estimate_rate one seed", lambda: estimate_rate(_table(seeds=1)), "single replicate"),
     ("estimate_rate n = 0", lambda: estimate_rate(_table().assign(n=0)), "n must hold"),
     ("estimate_rate negative W1",
-     lambda: estimate_rate(_table(w1={"w1_upper": -1.0})), "w1_upper must hold"),
+     lambda: estimate_rate(_table(w1={"w1_exact_upper": -1.0})), "w1_exact_upper must hold"),
     ("estimate_rate bad metric", lambda: estimate_rate(_table(), metric="w1_nope"), "w1_nope"),
     ("estimate_rate metric 3", lambda: estimate_rate(_table(), metric=3), "metric must be"),
     ("estimate_rate by 3", lambda: estimate_rate(_table(), by=3), "by must be"),
@@ -149,12 +149,14 @@ def test_api_refuses_naming_the_argument(call, match):
 @pytest.mark.parametrize("mech", [js.PrivTree(), js.AdaptivePrunedPMM()],
                          ids=["privtree", "adaptive"])
 def test_a_mechanism_that_cannot_run_is_refused_before_other_rows_are_written(tmp_path, mech):
-    # d = 200: Pruned-PMM fits in 40 MiB, PrivTree and Adaptive do not; nothing is written
+    # d = 200 with the bracket (its projections): Pruned-PMM fits in 40 MiB, PrivTree and
+    # Adaptive do not; nothing is written
     out = tmp_path / "d200.csv"
     with pytest.raises(ValueError, match=f"mechanism {mech.name} on uniform\\(d=200\\).*"
                                          "one replicate needs"):
         js.simulate({"pruned-pmm": js.PrunedPMM(), mech.name: mech}, D200, n=2000,
-                    eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False)
+                    eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False,
+                    metrics=["bracket"])
     assert os.listdir(tmp_path) == []
 
 
@@ -175,13 +177,13 @@ def _setup(tmp_path):
     table[table.n == 1000].to_csv(tmp_path / "one-cell.csv", index=False)
     table[table.seed == 0].to_csv(tmp_path / "one-seed.csv", index=False)
     table.assign(n=table.n.where(table.seed > 0, 0)).to_csv(tmp_path / "n0.csv", index=False)
-    table.assign(w1_upper=table.w1_upper.where(table.seed > 0, -0.5)).to_csv(
+    table.assign(w1_exact_upper=table.w1_exact_upper.where(table.seed > 0, -0.5)).to_csv(
         tmp_path / "negative.csv", index=False)
-    text = table.astype({"w1_upper": object})
-    text.loc[1, "w1_upper"] = "abc"
+    text = table.astype({"w1_exact_upper": object})
+    text.loc[1, "w1_exact_upper"] = "abc"
     text.to_csv(tmp_path / "text.csv", index=False)
     table.to_csv(tmp_path / "tree-only.csv", index=False, columns=[
-        c for c in table if c not in ("w1_lower", "w1_upper")] + ["w1_lower"])
+        c for c in table if c not in ("w1_exact_lower", "w1_exact_upper")] + ["w1_exact_lower"])
 
 
 CLI = [
@@ -210,13 +212,14 @@ CLI = [
      "asks for 100000000 replicates"),
     ("d = 200 privtree", ["simulate", "--mechanism", "pruned-pmm,privtree", "--data", "uniform",
                           "--d", "200", "--n", "2000", "--eps", "1,4", "--seeds", "2",
-                          "--memory-mb", "40", "--out", "x.csv"], "mechanism privtree on"),
+                          "--memory-mb", "40", "--metric", "bracket", "--out", "x.csv"],
+     "mechanism privtree on"),
     ("rate empty", ["rate", "empty.csv"], "holds no rows"),
     ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),
     ("rate bad metric", ["rate", "sweep.csv", "--metric", "nope"], "has no column nope"),
-    ("rate default metric absent", ["rate", "tree-only.csv"], "has no column w1_upper"),
+    ("rate default metric absent", ["rate", "tree-only.csv"], "has no column w1_exact_upper"),
     ("rate n = 0", ["rate", "n0.csv"], "n value(s) that are not a positive integer"),
-    ("rate negative W1", ["rate", "negative.csv"], "w1_upper value(s) that are missing"),
+    ("rate negative W1", ["rate", "negative.csv"], "w1_exact_upper value(s) that are missing"),
     ("rate non-numeric W1", ["rate", "text.csv"], "first: 'abc'"),
     ("rate unwritable plot", ["rate", "sweep.csv", "--plot", "/nonexistent/x.png"],
      "does not exist"),
@@ -303,13 +306,13 @@ def test_a_cache_directory_that_cannot_be_used_warns_and_the_run_goes_on(tmp_pat
 def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
     # truth: log E W1 shifts by a constant when W1 is scaled, so the slope is unchanged
     df = _table(seeds=4, sizes=(1000, 2000, 4000))
-    small = estimate_rate(df, metric="w1_upper", n_boot=50)
-    huge = estimate_rate(df.assign(w1_upper=df.w1_upper * 2.0**1020), metric="w1_upper",
+    small = estimate_rate(df, metric="w1_exact_upper", n_boot=50)
+    huge = estimate_rate(df.assign(w1_exact_upper=df.w1_exact_upper * 2.0**1020), metric="w1_exact_upper",
                          n_boot=50)
     assert np.isfinite(huge.slope[0])
     np.testing.assert_allclose(huge[["slope", "ci_low", "ci_high"]],
                                small[["slope", "ci_low", "ci_high"]], rtol=1e-12)
-    with_max = estimate_rate(df.assign(w1_upper=np.where(df.n == 1000, 1e308, 1e300)),
-                             metric="w1_upper", n_boot=50)
+    with_max = estimate_rate(df.assign(w1_exact_upper=np.where(df.n == 1000, 1e308, 1e300)),
+                             metric="w1_exact_upper", n_boot=50)
     assert with_max.slope[0] == pytest.approx(np.polyfit(
         np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)

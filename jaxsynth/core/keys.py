@@ -126,6 +126,11 @@ def as_raw_key(key) -> jax.Array:
     return jnp.asarray(key)
 
 
+def as_typed_key(key) -> jax.Array:
+    """``as_raw_key(key)`` as a typed key (``jax.random.key`` of the whole int seed)."""
+    return jax.random.wrap_key_data(as_raw_key(key))
+
+
 @jax.jit
 def _fold_in(key, seeds):
     base = jax.random.wrap_key_data(key)

@@ -52,7 +52,7 @@ import pandas as pd
 from jaxsynth import engine
 from jaxsynth.api import check_measurable, check_mechanism, seed_count, seed_indices
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.keys import as_raw_key, replicate_keys
+from jaxsynth.core.keys import as_raw_key, as_typed_key, replicate_keys
 from jaxsynth.core.validate import (
     check_bool,
     check_choice,
@@ -328,7 +328,7 @@ class _Measurer:
         options = dict(options)
         key = options.pop("key", None)
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-            key = jax.random.key(int(key))
+            key = as_typed_key(key)
         result = np.empty(weights.shape[:2])
         for e, s in np.ndindex(*result.shape):
             # replicate (ε, s) gets js.w1(..., key=fold_in(key, s)) of its own measure, which

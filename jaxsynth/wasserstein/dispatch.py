@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxsynth.core.keys import as_typed_key
 from jaxsynth.wasserstein import tree as _tree
 from jaxsynth.wasserstein.bounds import bracket, check_valid, tree_upper
 from jaxsynth.wasserstein.exact import (
@@ -138,7 +139,7 @@ def _sinkhorn(X, out, metric, options):
     points, weights, _, _ = _tree.check_measure(out, X.shape[1])
     key = options.pop("key", None)
     if isinstance(key, (int, np.integer)):
-        key = jax.random.key(int(key))
+        key = as_typed_key(key)
     values = np.empty(len(weights))
     for i, (p, w) in enumerate(zip(points, weights)):
         rep_key = None if key is None else jax.random.fold_in(key, i)

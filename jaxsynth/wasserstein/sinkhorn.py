@@ -86,6 +86,7 @@ from ott.geometry import costs, geometry, pointcloud
 from ott.problems.linear import linear_problem
 from ott.solvers.linear import acceleration, sinkhorn
 
+from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn"]
@@ -367,7 +368,7 @@ def w1_sinkhorn(
             raise ValueError(f"subsample must be at most n = {n}; got {subsample}")
         if key is None:
             raise ValueError("key is required with subsample")
-        key = jax.random.key(key) if isinstance(key, numbers.Integral) else key
+        key = as_typed_key(key) if isinstance(key, numbers.Integral) else key
         x, y, b = _subsample(key, x, y, b, subsample)
         n = subsample
 

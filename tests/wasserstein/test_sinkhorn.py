@@ -12,6 +12,8 @@ import numpy as np
 import ot
 import pytest
 
+import jaxsynth as js
+
 from jaxsynth.wasserstein import sinkhorn as sk
 from jaxsynth.wasserstein.sinkhorn import SinkhornW1, w1_sinkhorn
 
@@ -232,3 +234,13 @@ def test_default_accuracy_at_n2000(metric):
     exact = _exact(X, Y, w, metric)
     assert 0.01 < exact < 0.05
     _assert_certified(w1_sinkhorn(X, Y, w, metric=metric), exact, rtol=0.01)
+
+
+def test_subsample_keys_are_the_whole_integer():
+    # int keys are the 64-bit seeding: below 2^32 they are jax.random.key(k), above they
+    # are not their low bits (two studies with different keys never share subsamples)
+    X = js.datasets.load("spiral", n=300, key=0)
+    out = js.release(0, js.PMM(depth=4), X, 1.0)
+    value = {k: js.w1(X, out, method="sinkhorn", subsample=100, key=k) for k in (0, 2**32)}
+    assert value[0] == js.w1(X, out, method="sinkhorn", subsample=100, key=jax.random.key(0))
+    assert value[0] != value[2**32]

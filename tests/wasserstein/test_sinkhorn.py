@@ -13,7 +13,6 @@ import ot
 import pytest
 
 import jaxsynth as js
-
 from jaxsynth.wasserstein import sinkhorn as sk
 from jaxsynth.wasserstein.sinkhorn import SinkhornW1, w1_sinkhorn
 

@@ -1,6 +1,6 @@
 """The whole benchmark table of jaxsynth, against vectorized NumPy in the same run.
 
-    python benchmarks/run_all.py [--quick] [--scale] [--w1] [--write BENCHMARKS.md]
+    python benchmarks/run_all.py [--quick] [--scale] [--w1] [--exact] [--write BENCHMARKS.md]
 
 Per workload (n = 30000, ε = 1 unless ``--quick``): seconds per replicate of jaxsynth
 (release + exact tree W1, warm, best of three runs of a batch) and of the NumPy
@@ -17,7 +17,9 @@ fraction of the machine's rough peak (``hash_peak``: Threefry-2x32 blocks per se
 one fused loop, the bound on random words for any kernel of this design).  Then
 ``jaxsynth demo`` cold and with a warm compilation cache, peak memory, and with
 ``--scale`` the n = 10^7, d = 3 preparation and releases (PMM, Pruned-PMM, tree W1);
-with ``--w1`` the W1 methods' timings and accuracy (``bench_w1.py --sinkhorn``).
+with ``--w1`` the W1 methods' timings and accuracy (``bench_w1.py --sinkhorn``); with
+``--exact`` the certified full-data W1 against POT, full and on 2000-point subsamples
+(``bench_exact.py --d10``).
 
 Runs unchanged on a GPU: chunk sizes come from the device's memory
 (``engine.device_memory``), and the device, jax version and date head the output.
@@ -230,9 +232,11 @@ def main(argv=None) -> int:
     parser.add_argument("--no-demo", action="store_true", help="skip the demo timings")
     parser.add_argument("--w1", action="store_true",
                         help="also run benchmarks/bench_w1.py --sinkhorn and append its output")
+    parser.add_argument("--exact", action="store_true",
+                        help="also run benchmarks/bench_exact.py --d10 and append its output")
     parser.add_argument("--write", metavar="FILE", help="also write the markdown to FILE")
     args = parser.parse_args(argv)
-    flags = "".join(f" --{f}" for f in ("quick", "scale", "w1") if getattr(args, f))
+    flags = "".join(f" --{f}" for f in ("quick", "scale", "w1", "exact") if getattr(args, f))
     lines = ["# Benchmarks", "", f"`python benchmarks/run_all.py{flags}` "
              f"on {device_line()}.", ""]
     peak = hash_peak()
@@ -275,6 +279,12 @@ def main(argv=None) -> int:
         report = subprocess.run(w1_args, check=True, capture_output=True, text=True).stdout
         lines += ["## W1 methods (`python benchmarks/bench_w1.py --sinkhorn`)", "", "```",
                   report.rstrip(), "```", ""]
+    if args.exact:
+        exact_args = [sys.executable, str(ROOT / "benchmarks" / "bench_exact.py")]
+        exact_args += ["--quick"] if args.quick else ["--d10"]
+        report = subprocess.run(exact_args, check=True, capture_output=True, text=True).stdout
+        lines += ["## Full-data W1, certified (`python benchmarks/bench_exact.py --d10`)", "",
+                  report.rstrip(), ""]
     text = "\n".join(lines)
     print(text)
     if args.write:

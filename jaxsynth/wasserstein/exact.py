@@ -53,6 +53,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
+import threading
 import warnings
 
 import jax
@@ -78,6 +79,11 @@ MORTON_DEPTH = 64
 """Bits of the Morton code that order the data and the atoms."""
 REFINE = 8
 """Blocks of a level per block of the level above."""
+GROUP = 16
+"""Atoms per group in the best-atoms search (atom counts are padded to multiples of 256)."""
+_DEVICE = threading.Lock()
+"""Serialises the jitted passes of concurrent replicates (their compilations included);
+the network simplex of one replicate runs while another's pass does."""
 
 
 def diameter(d: int, metric: str) -> float:
@@ -194,19 +200,33 @@ def _pass(metric: str, k: int):
     """Jitted pass over all atoms: the c-transform ``min_j (c_ij − v_j)`` of every point of
     ``chunks`` [C, CHUNK, d] and, if ``k > 0``, its ``k`` atoms of smallest reduced cost.
 
-    Padding atoms carry potentials far below the others and are never chosen.
+    The best atoms are found among the ``k`` groups of ``GROUP`` consecutive atoms with the
+    smallest minima, which hold them: a group holding one of the ``k`` best atoms ``a`` has
+    a minimum ``≤`` its value, and only groups holding one of the fewer than ``k`` atoms
+    below ``a`` can have a smaller one.  Padding atoms carry potentials far below the
+    others and are never chosen.
     """
+
+    def smallest(values, count):
+        """Column indices of the ``count`` smallest entries of each row (ties: first)."""
+        cols = jnp.arange(values.shape[1])[None, :]
+        picks = []
+        for _ in range(count):
+            j = jnp.argmin(values, axis=1)
+            picks.append(j)
+            values = jnp.where(cols == j[:, None], jnp.inf, values)
+        return jnp.stack(picks, axis=1)
 
     def chunk(x, y, v):
         reduced = _cost_block(x, y, metric) - v[None, :]
         fmin = reduced.min(axis=1)
-        cols = jnp.arange(reduced.shape[1])[None, :]
-        best = []
-        for _ in range(k):
-            j = jnp.argmin(reduced, axis=1)
-            best.append(j)
-            reduced = jnp.where(cols == j[:, None], jnp.inf, reduced)
-        return fmin, jnp.stack(best, axis=1) if best else jnp.zeros((x.shape[0], 0), jnp.int32)
+        if k == 0:
+            return fmin, jnp.zeros((x.shape[0], 0), jnp.int32)
+        # the k best atoms lie in the k groups of GROUP atoms with the smallest minima
+        groups = smallest(reduced.reshape(x.shape[0], -1, GROUP).min(axis=2), k)
+        atoms = (groups[:, :, None] * GROUP + jnp.arange(GROUP)).reshape(x.shape[0], -1)
+        best = smallest(jnp.take_along_axis(reduced, atoms, axis=1), k)
+        return fmin, jnp.take_along_axis(atoms, best, axis=1)
 
     @jax.jit
     def run(chunks, y, v):
@@ -216,26 +236,33 @@ def _pass(metric: str, k: int):
     return run
 
 
-def _chunks(points: np.ndarray) -> jax.Array:
-    """Points [P, d] as float32 [C, CHUNK, d] on the device, padded by repeating the first."""
-    padded = np.concatenate([points, np.repeat(points[:1], -len(points) % CHUNK, 0)])
+def _chunks(points: np.ndarray, bucket: bool = False) -> jax.Array:
+    """Points [P, d] as float32 [C, CHUNK, d] on the device, padded by repeating the first;
+    with ``bucket``, C is a power of two (few shapes to compile for varying P)."""
+    count = -(-len(points) // CHUNK)
+    count = 1 << max(0, count - 1).bit_length() if bucket else count
+    padded = np.concatenate([points, np.repeat(points[:1], count * CHUNK - len(points), 0)])
     return jnp.asarray(padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1]))
 
 
 def _bucket(m: int) -> int:
-    """Padded atom count (a multiple of 256) so that few shapes compile."""
-    return max(256, -(-m // 256) * 256)
+    """Padded atom count: ``2^e · {4, 5, 6, 7} / 4``, at least 256 (a multiple of ``GROUP``),
+    so that a sweep's varying atom counts compile few shapes."""
+    if m <= 256:
+        return 256
+    step = 1 << (max(0, m - 1).bit_length() - 3)
+    return -(-m // step) * step
 
 
-def _northwest_arcs(a, b_order, b):
-    """Arcs (rows, cols) of the north-west-corner coupling of ``a`` (in its order) and ``b``
-    (in the order ``b_order``): a coupling, so the arcs make any transport LP feasible."""
-    ca, cb = np.cumsum(a), np.cumsum(b[b_order])
+def _northwest_arcs(a, b):
+    """Arcs (rows, cols) of the north-west-corner coupling of the weights ``a`` and ``b``
+    in their orders: a coupling, so the arcs make any transport LP feasible."""
+    ca, cb = np.cumsum(a), np.cumsum(b)
     ca[-1] = cb[-1] = 1.0
     starts = np.unique(np.concatenate([[0.0], ca, cb]))[:-1]
     i = np.minimum(np.searchsorted(ca, starts, side="right"), len(a) - 1)
     j = np.minimum(np.searchsorted(cb, starts, side="right"), len(b) - 1)
-    return i, b_order[j]
+    return i, j
 
 
 def _dense_lp(level: Level, atoms, weights, metric):
@@ -306,10 +333,11 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         value = float(w1_exact1d(data.X, atoms, w))
         return max(0.0, value * (1 - RELATIVE_MARGIN)), min(diam, value * (1 + RELATIVE_MARGIN))
 
+    order = _morton_order(atoms)          # groups of consecutive atoms are compact
+    atoms, w = atoms[order], w[order]
     size = _bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
     k = min(CANDIDATES, m)
-    atom_order = _morton_order(atoms)
 
     def centred(v):
         """``v − max v`` (potentials are defined up to a constant), float32, padded."""
@@ -318,7 +346,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def transform(chunks, count, v):
         """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks``, float64."""
-        fmin, _ = jax.device_get(_pass(metric, 0)(chunks, y, jnp.asarray(centred(v))))
+        with _DEVICE:
+            fmin, _ = jax.device_get(_pass(metric, 0)(chunks, y, jnp.asarray(centred(v))))
         return fmin[:count].astype(np.float64) - v.max()
 
     def lower_end(v):
@@ -333,9 +362,10 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def best_arcs(level, v, rows=None):
         """Arcs of blocks ``rows`` (all by default) to their ``k`` atoms of least reduced cost."""
-        chunks = level.chunks if rows is None else _chunks(level.centroids[rows])
+        chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
         rows = np.arange(level.size) if rows is None else rows
-        _, best = jax.device_get(_pass(metric, k)(chunks, y, jnp.asarray(centred(v))))
+        with _DEVICE:
+            _, best = jax.device_get(_pass(metric, k)(chunks, y, jnp.asarray(centred(v))))
         return np.repeat(rows, k) * m + best[: len(rows)].ravel()
 
     first = data.levels[0]
@@ -344,7 +374,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
     for coarse, level in zip(data.levels, data.levels[1:]):
         if upper - lower <= rtol * upper:
             break
-        nw_rows, nw_cols = _northwest_arcs(level.masses, atom_order, w)
+        nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         arcs = np.unique(np.concatenate([_inherited_arcs(coarse, level, plan[0], plan[1], m),
                                          best_arcs(level, v), nw_rows * m + nw_cols]))
         potentials = None
@@ -362,6 +392,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             if level is not data.levels[-1]:
                 fmin = transform(level.chunks, level.size, v)
             violating = np.flatnonzero(fmin < u - 1e-12)
+            if violating.size == 0:  # the level's LP is solved: refine
+                break
             grown = np.unique(np.concatenate([arcs, best_arcs(level, v, violating)]))
             if len(grown) == len(arcs):  # the level's LP is solved: refine
                 break

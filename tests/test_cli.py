@@ -51,13 +51,13 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
     pd.testing.assert_frame_equal(df.drop(columns=TIMING), ref.drop(columns=TIMING),
                                   check_dtype=False)
     assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
-            "w1_lower", "w1_upper", "seconds"} <= set(df.columns)  # default: the bracket
+            "w1_exact_lower", "w1_exact_upper", "seconds"} <= set(df.columns)  # the default
     assert "w1_tree" not in df
     capsys.readouterr()
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
     printed = capsys.readouterr().out
-    rates = estimate_rate(df, n_boot=200)  # default: w1_upper, as the command line
-    assert "slope of log E w1_upper (certified upper bound on ℓ∞ W1)" in printed
+    rates = estimate_rate(df, n_boot=200)  # default: w1_exact_upper, as the command line
+    assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed
     for _, r in rates.iterrows():  # each fitted slope and its interval is printed
         assert f"{r.slope:.3f}" in printed and f"{r.ci_low:.3f}" in printed
     assert "fixed depth" in printed  # --depth 4: no rate, the error saturates
@@ -139,8 +139,8 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert set(df.depth) == {10, 12}  # the ambient-depth rule ceil(log2(eps n))
     assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
-    assert "slope of log E w1_upper (certified upper bound on ℓ∞ W1)" in printed
-    assert "(eps n)^(-1/2)" in printed and "w1_lower" in printed
+    assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed
+    assert "(eps n)^(-1/2)" in printed and "w1_exact_lower" in printed
 
 
 def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):

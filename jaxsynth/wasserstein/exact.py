@@ -53,7 +53,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-import threading
+import queue
 import warnings
 
 import jax
@@ -81,9 +81,7 @@ REFINE = 8
 """Blocks of a level per block of the level above."""
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 256)."""
-_DEVICE = threading.Lock()
-"""Serialises the jitted passes of concurrent replicates (their compilations included);
-the network simplex of one replicate runs while another's pass does."""
+
 
 
 def diameter(d: int, metric: str) -> float:
@@ -313,12 +311,46 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     return cost * (1 + 2.0**-40) + diameter(data.X.shape[1], metric) * miss
 
 
+def _run_here(fn, *args):
+    """Run a jitted pass and bring its result to the host."""
+    return jax.device_get(fn(*args))
+
+
+class _MainThreadDevice:
+    """Runs the jitted passes that replicate threads ask for on the thread that serves.
+
+    JAX work (compilation, the persistent cache, execution) then stays on one thread,
+    while the threads' network simplex solves, which release the GIL, run in parallel.
+    """
+
+    def __init__(self):
+        self.requests = queue.Queue()
+
+    def __call__(self, fn, *args):
+        future = concurrent.futures.Future()
+        self.requests.put((fn, args, future))
+        return future.result()
+
+    def serve(self, futures) -> None:
+        """Answer requests until every future of ``futures`` is done."""
+        while not all(f.done() for f in futures):
+            try:
+                fn, args, future = self.requests.get(timeout=0.002)
+            except queue.Empty:
+                continue
+            try:
+                future.set_result(_run_here(fn, *args))
+            except BaseException as error:  # handed to the replicate that asked
+                future.set_exception(error)
+
+
 def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
-                       rtol: float = DEFAULT_RTOL) -> tuple[float, float]:
+                       rtol: float = DEFAULT_RTOL, device=_run_here) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
 
     Weights are normalised by their sum.  Levels and column generation as in the module
-    docstring.
+    docstring.  ``device(fn, *args)`` runs the jitted passes (``w1_exact`` serves them
+    from its own thread).
     """
     n, d = data.n, data.X.shape[1]
     atoms = np.asarray(points, np.float32).astype(np.float64)
@@ -346,8 +378,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def transform(chunks, count, v):
         """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks``, float64."""
-        with _DEVICE:
-            fmin, _ = jax.device_get(_pass(metric, 0)(chunks, y, jnp.asarray(centred(v))))
+        fmin, _ = device(_pass(metric, 0), chunks, y, centred(v))
         return fmin[:count].astype(np.float64) - v.max()
 
     def lower_end(v):
@@ -364,8 +395,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         """Arcs of blocks ``rows`` (all by default) to their ``k`` atoms of least reduced cost."""
         chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
         rows = np.arange(level.size) if rows is None else rows
-        with _DEVICE:
-            _, best = jax.device_get(_pass(metric, k)(chunks, y, jnp.asarray(centred(v))))
+        _, best = device(_pass(metric, k), chunks, y, centred(v))
         return np.repeat(rows, k) * m + best[: len(rows)].ravel()
 
     first = data.levels[0]
@@ -419,21 +449,29 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
 
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
     (coordinates, then weight), so a replicate's pair depends only on its own atoms.
-    Replicates run on a pool of one thread per CPU core: the network simplex releases the
-    GIL, and each replicate's computation is the same whatever thread runs it.
+    Replicates run on a pool of one thread per CPU core (the network simplex releases the
+    GIL); their jitted passes run on the calling thread (``_MainThreadDevice``), and each
+    replicate's computation is the same whatever thread runs it.
 
     Returns:
       (lower [B], upper [B]) float64.
     """
     rtol = check_rtol(rtol)
 
+    workers = max(1, min(len(weights), os.cpu_count() or 1))
+    device = _MainThreadDevice() if workers > 1 else _run_here
+
     def one(b):
         p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
-        return w1_exact_replicate(data, p, w, metric, rtol)
+        return w1_exact_replicate(data, p, w, metric, rtol, device)
 
-    workers = max(1, min(len(weights), os.cpu_count() or 1))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        pairs = list(pool.map(one, range(len(weights))))
+    if workers == 1:
+        pairs = [one(b) for b in range(len(weights))]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            futures = [pool.submit(one, b) for b in range(len(weights))]
+            device.serve(futures)
+            pairs = [f.result() for f in futures]
     lower, upper = np.array(pairs, np.float64).reshape(-1, 2).T
     return lower.copy(), upper.copy()
 

@@ -55,8 +55,8 @@ def monkeypatch_module():
         yield mp
 
 
-def test_there_are_five_notebooks():
-    assert [s.stem[:2] for s in SOURCES] == ["01", "02", "03", "04", "05"]
+def test_there_are_six_notebooks():
+    assert [s.stem[:2] for s in SOURCES] == ["01", "02", "03", "04", "05", "06"]
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda s: s.stem)

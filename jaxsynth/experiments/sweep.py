@@ -279,7 +279,7 @@ class _Measurer:
         the ε list, on the chunk size or on the atom capacity (``_atom_metric``).
         """
         values = {}
-        upper = out[f"upper_{self.ground}"] * (1 + bounds.RELATIVE_MARGIN)
+        upper = out[f"upper_{self.ground}"]  # margin and clip on the host
         for method, options, columns in self.methods:
             if method == "tree":
                 values[columns[0]] = out[f"tree_{self.ground}"]
@@ -301,9 +301,12 @@ class _Measurer:
     def host_values(self, values: dict, out: dict, seeds) -> dict:
         """Bring the finished numbers to the host; margins; Sinkhorn per replicate."""
         values = {k: np.asarray(v, np.float64) for k, v in jax.device_get(values).items()}
+        d = self.X.shape[1]
         if "w1_lower" in values:
-            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], self.X.shape[1],
-                                                     self.ground)
+            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], d, self.ground)
+        for column in ("w1_upper", "w1_tree_upper"):
+            if column in values:
+                values[column] = bounds.upper_margin(values[column], d, self.ground)
         for method, options, columns in self.methods:
             if method == "sinkhorn":
                 values[columns[0]] = self._sinkhorn(out, options, seeds)

@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.exact1d import w1_against_sorted
 from jaxsynth.wasserstein.tree import (
@@ -48,7 +49,8 @@ from jaxsynth.wasserstein.tree import (
     tree_w1,
 )
 
-__all__ = ["RELATIVE_MARGIN", "bracket", "directions", "projection_lower", "tree_upper"]
+__all__ = ["RELATIVE_MARGIN", "bracket", "directions", "projection_lower", "tree_upper",
+           "upper_margin"]
 
 RELATIVE_MARGIN = 2.0**-16
 """Relative widening of both bracket ends against float32 rounding."""
@@ -173,7 +175,14 @@ def tree_upper(X, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
     """
     result = tree_w1(X, out, metric, batch_size=batch_size)
     check_valid(result.valid)
-    return np.asarray(result.upper, np.float64) * (1 + RELATIVE_MARGIN)
+    return upper_margin(result.upper, data_points(X).shape[1], metric)
+
+
+def upper_margin(raw, d: int, metric: str) -> np.ndarray:
+    """A float32 upper bound widened by ``ρ`` and clipped at the cube's diameter (1 for
+    ℓ∞, ``√d`` for ℓ2: no two points of [0,1]^d are farther apart)."""
+    diameter = float(partition.diameter(0, d, metric))
+    return np.minimum(np.asarray(raw, np.float64) * (1 + RELATIVE_MARGIN), diameter)
 
 
 def check_valid(valid) -> None:

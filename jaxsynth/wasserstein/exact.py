@@ -84,11 +84,6 @@ GROUP = 16
 
 
 
-def diameter(d: int, metric: str) -> float:
-    """Diameter of [0,1]^d: 1 for ℓ∞, ``√d`` for ℓ2."""
-    return 1.0 if metric == "linf" else float(np.sqrt(d))
-
-
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
     """Row-wise ground cost ``c(a_k, b_k)`` in float64, [K]."""
     diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -308,7 +303,7 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     cost = float(np.dot(share, pair_cost(data.X[points], atoms[cols], metric)))
     miss = (np.abs(np.bincount(points, share, data.n) - 1.0 / data.n).sum()
             + np.abs(np.bincount(cols, share, len(weights)) - weights).sum())
-    return cost * (1 + 2.0**-40) + diameter(data.X.shape[1], metric) * miss
+    return cost * (1 + 2.0**-40) + float(partition.diameter(0, data.X.shape[1], metric)) * miss
 
 
 def _run_here(fn, *args):
@@ -357,7 +352,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
     w = np.asarray(weights, np.float64)
     w = w / w.sum()
     m = len(w)
-    diam = diameter(d, metric)
+    diam = float(partition.diameter(0, d, metric))
     if d == 1:
         from jaxsynth.wasserstein.bounds import RELATIVE_MARGIN
         from jaxsynth.wasserstein.exact1d import w1_exact1d

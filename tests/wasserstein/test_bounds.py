@@ -12,6 +12,7 @@ import ot
 import pytest
 import scipy.stats
 
+import jaxsynth as js
 from jaxsynth.wasserstein import prepare_w1, w1
 from jaxsynth.wasserstein.bounds import bracket, directions, projection_lower
 from tests.wasserstein.test_tree import (
@@ -225,3 +226,16 @@ def test_real_mechanism_outputs():
             u = None if shift is None else shift[b]
             expect, _, _ = TT.reference(X, *args, "linf", u, depth=depth)
             assert tree[b] == pytest.approx(expect, rel=1e-5)
+
+
+@pytest.mark.parametrize("metric, diameter", [("linf", 1.0), ("l2", np.sqrt(2.0))])
+def test_upper_ends_never_exceed_the_diameter(metric, diameter):
+    # one data point in a corner: the widened tree bound would pass the cube's diameter
+    X = np.zeros((1, 2))
+    out = js.release_batch(0, js.PMM(depth=2), X, eps=[0.1], seeds=64)
+    lower, upper = js.w1(X, out, method="bracket", metric=metric)
+    assert upper.max() <= diameter and np.all(lower <= upper)
+    assert js.w1(X, out, method="tree_upper", metric=metric).max() <= diameter
+    df = js.simulate(js.PMM(depth=2), X, eps=[0.1], seeds=64, metrics=["bracket", "tree_upper"],
+                     ground=metric, progress=False)
+    assert df.w1_upper.max() <= diameter and df.w1_tree_upper.max() <= diameter

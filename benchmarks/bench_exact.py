@@ -13,7 +13,10 @@ with the ratios POT / exact, the relative gap of the pair, and whether it contai
 POT's value.  Also (``--d10``) Pruned-PMM at r = 30 and 60 on the spiral embedded in
 d = 10, where POT's full solve is too slow to repeat (exact only).
 
-Run:  python benchmarks/bench_exact.py [--quick] [--d10] [--batch 16] [--pot 2]
+With ``--million``: one PrivTree replicate on 10^6 uniform points of [0,1]^3 (exact only:
+time, and the process's peak memory).
+
+Run:  python benchmarks/bench_exact.py [--quick] [--d10] [--million] [--batch 16] [--pot 2]
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="n = 5000, batch 4 (smoke run)")
     parser.add_argument("--d10", action="store_true", help="also the d = 10 Pruned-PMM runs")
+    parser.add_argument("--million", action="store_true",
+                        help="also one PrivTree replicate at n = 10^6, d = 3 (time, peak memory)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--pot", type=int, default=2, help="replicates solved by POT")
     args = parser.parse_args()
@@ -91,12 +96,26 @@ def main():
         X10 = np.concatenate([X, np.full((n, 8), 0.5)], axis=1)
         for r in (30, 60):
             mech = js.PrunedPMM(depth=r)
-            out = js.release_batch(0, mech, X10, eps=[1.0], seeds=4)
+            out = js.release_batch(0, mech, X10, eps=[1.0], seeds=2)
             data = prepare_exact(X10)
             t = time.perf_counter()
             lower, upper = js.w1(data, out, method="exact")
-            print(f"d = 10, Pruned-PMM r = {r}: exact {(time.perf_counter() - t) / 4:.2f} "
-                  f"s/rep (incl. compile), max gap {np.max((upper - lower) / upper):.4f}")
+            atoms = int((np.asarray(out.weights) > 0).sum(axis=-1).mean())
+            print(f"\nd = 10, Pruned-PMM r = {r}, {atoms} atoms: exact "
+                  f"{(time.perf_counter() - t) / 2:.2f} s/rep (2 replicates, incl. compile), "
+                  f"max gap {np.max((upper - lower) / upper):.4f}")
+    if args.million:
+        import resource
+
+        X6 = js.datasets.load("uniform", n=10**6, d=3, key=0)
+        out = js.release_batch(0, js.PrivTree(), X6, eps=[1.0], seeds=1)
+        t = time.perf_counter()
+        lower, upper = js.w1(X6, out, method="exact")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        atoms = int((np.asarray(out.weights) > 0).sum())
+        print(f"\nn = 10^6, d = 3, PrivTree, {atoms} atoms: exact {time.perf_counter() - t:.1f} s "
+              f"(preparation and compilation included), gap "
+              f"{float(((upper - lower) / upper).max()):.4f}, peak memory {peak:.2f} GiB")
 
 
 if __name__ == "__main__":

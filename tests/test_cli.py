@@ -30,7 +30,10 @@ TIMING = ["seconds", "release_seconds"]
 
 def _env(tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "jax-compilation-cache"
-    return dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu")
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu",
+               JAXSYNTH_CACHE_DIR=str(cache))
+    env.pop("JAXSYNTH_NO_CACHE", None)  # the subprocesses share their own cache
+    return env
 
 
 def _cli(args, env, **kw):

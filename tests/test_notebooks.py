@@ -46,6 +46,7 @@ def kernel_env(tmp_path_factory, monkeypatch_module):
     }))
     monkeypatch_module.setenv("JUPYTER_PATH", str(root))
     monkeypatch_module.setenv("JAXSYNTH_CACHE_DIR", str(root / "xla-cache"))
+    monkeypatch_module.delenv("JAXSYNTH_NO_CACHE", raising=False)  # the kernels cache
     return root
 
 

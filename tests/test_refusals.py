@@ -292,6 +292,7 @@ def test_a_cache_directory_that_cannot_be_used_warns_and_the_run_goes_on(tmp_pat
                                                                         monkeypatch, capsys):
     from jaxsynth.compilation import enable_compilation_cache
 
+    monkeypatch.delenv("JAXSYNTH_NO_CACHE", raising=False)  # conftest turns the cache off
     (tmp_path / "a-file").write_bytes(b"x")
     for where in (tmp_path / "a-file", tmp_path / "a-file" / "xla"):
         with pytest.warns(RuntimeWarning, match="running without the cache"):

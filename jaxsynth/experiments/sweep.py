@@ -220,8 +220,8 @@ def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
             raise ValueError(f"metrics: unknown W1 method {method!r}; known: {', '.join(METHODS)}")
         unknown = set(options) - OPTIONS.get(method, set())
         if method != "sinkhorn" and unknown:
-            raise ValueError(f"metrics: {method!r} takes the options {sorted(OPTIONS.get(method, ()))}; "
-                             f"got {sorted(options)}")
+            raise ValueError(f"metrics: {method!r} takes the options "
+                             f"{sorted(OPTIONS.get(method, ()))}; got {sorted(options)}")
         if method == "exact":
             exact.check_rtol(options.get("rtol", exact.DEFAULT_RTOL))
             check_positive_int(options.get("clusters", exact.DEFAULT_CLUSTERS), "clusters")

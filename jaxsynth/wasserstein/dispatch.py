@@ -76,8 +76,8 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
         | ``"sinkhorn"``.
       metric: ground metric ``"linf"`` (default, seed 001 §7) or ``"l2"``.
       **options: ``rtol`` (exact: relative gap, default 0.01), ``clusters`` (exact:
-        coarse blocks of the data); ``batch_size`` (tree, tree_upper, bracket: replicates per vmapped chunk);
-        ``n_directions``, ``seed`` (bracket: random projections); everything
+        coarse blocks of the data); ``batch_size`` (tree, tree_upper, bracket: replicates
+        per vmapped chunk); ``n_directions``, ``seed`` (bracket: random projections); everything
         ``w1_sinkhorn`` accepts (sinkhorn: ``rtol``, ``subsample``, ``key``, ...).  With
         ``key``, replicate ``i`` (flat batch index) uses ``jax.random.fold_in(key, i)``.
 

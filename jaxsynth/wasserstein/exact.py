@@ -63,7 +63,17 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 
-__all__ = ["DEFAULT_RTOL", "ExactData", "prepare_exact", "w1_exact", "w1_exact_replicate"]
+__all__ = [
+    "DEFAULT_CLUSTERS",
+    "DEFAULT_RTOL",
+    "ExactData",
+    "canonical_atoms",
+    "check_rtol",
+    "pair_cost",
+    "prepare_exact",
+    "w1_exact",
+    "w1_exact_replicate",
+]
 
 DEFAULT_RTOL = 0.01
 """Default relative gap ``(upper − lower) / upper`` of the certified pair."""
@@ -80,8 +90,7 @@ MORTON_DEPTH = 64
 REFINE = 8
 """Blocks of a level per block of the level above."""
 GROUP = 16
-"""Atoms per group in the best-atoms search (atom counts are padded to multiples of 256)."""
-
+"""Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
 
 
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:

@@ -529,12 +529,14 @@ def simulate(
       eps: a budget or list of E budgets.
       seeds: a count S (seeds ``0..S-1``), a ``range`` or a list of seed indices.
       metrics: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
-        ``w1_<name>`` (``bracket``: ``w1_lower``, ``w1_upper``).  Default ``bracket``:
-        the certified bracket ``w1_lower ≤ W1 ≤ w1_upper`` of the ``ground`` W1, the
-        quantity the papers bound.  ``tree`` is the ultrametric tree W1, a different
-        quantity (far below the ℓ∞ W1 in high dimension).  ``tree`` and ``tree_upper``
-        (and ``w1_upper``) come from the release kernel at no cost; ``bracket`` options:
-        ``n_directions``, ``seed``; ``sinkhorn`` options: those of ``w1_sinkhorn``.
+        ``w1_<name>`` (``exact``: ``w1_exact_lower``, ``w1_exact_upper``; ``bracket``:
+        ``w1_lower``, ``w1_upper``).  Default ``exact``: the ``ground`` W1 between the
+        whole data set and each release, the quantity the papers bound, certified to
+        ``rtol`` (options ``rtol``, ``clusters``).  ``bracket`` bounds it cheaply but
+        loosely; ``tree`` is the ultrametric tree W1, a different quantity (far below the
+        ℓ∞ W1 in high dimension).  ``tree`` and ``tree_upper`` (and ``w1_upper``) come
+        from the release kernel at no cost; ``bracket`` options: ``n_directions``,
+        ``seed``; ``sinkhorn`` options: those of ``w1_sinkhorn``.
       key: int or JAX key of the sweep.
       n: sizes for named data sets (default ``datasets.DEFAULT_N``); arrays and files
         keep their own size.

@@ -86,7 +86,7 @@ def time_adaptive(mech, X, eps: float, prep, replicates: int, numpy_replicates: 
 
     tree = js.api.data_tree_for(mech, X, np.array([eps]))
     plan = mech.plan(tree, [eps])
-    probs = plan.info["probabilities"][0]
+    probs = plan.diagnostics["probabilities"][0]
     cands = nb.adaptive_candidates(X.shape[0], X.shape[1], (1 - mech.eps_sel) * eps)
     ours = {"seconds": 0.0, "compile": 0.0, "visited": 0.0, "w1": 0.0, "words": 0.0}
     theirs = {"seconds": 0.0, "visited": 0.0, "w1": 0.0, "words": 0.0}

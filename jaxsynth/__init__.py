@@ -16,7 +16,7 @@ from jaxsynth.api import prepare, release, release_batch
 from jaxsynth.audit import audit
 from jaxsynth.compilation import enable_compilation_cache
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 from jaxsynth.experiments import datasets, plots
 from jaxsynth.experiments.rates import estimate_rate
 from jaxsynth.experiments.sweep import simulate
@@ -32,6 +32,7 @@ __all__ = [
     "PMM",
     "PrivTree",
     "PrunedPMM",
+    "NotPrivateDiagnostics",
     "SyntheticMeasure",
     "audit",
     "datasets",

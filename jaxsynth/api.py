@@ -14,7 +14,7 @@ import numpy as np
 from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 from jaxsynth.core.validate import check_data, check_epsilon, check_positive_int
 
 
@@ -102,7 +102,13 @@ def seed_indices(seeds) -> np.ndarray:
     return np.arange(seed_count(seeds), dtype=np.int64)
 
 
-def release(key, mech, X, eps) -> SyntheticMeasure:
+def _check_flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def release(key, mech, X, eps, diagnostics: bool = False):
     """Release one synthetic measure of ``X`` [n, d] with ``mech`` at budget ``eps``.
 
     Args:
@@ -110,20 +116,30 @@ def release(key, mech, X, eps) -> SyntheticMeasure:
       mech: a mechanism config (``PMM``, ``PrunedPMM``, ``AdaptivePrunedPMM``, ``PrivTree``).
       X: data in [0,1]^d, or a prepared ``DataTree``.
       eps: total privacy budget ε > 0.
+      diagnostics: also return the release's ``NotPrivateDiagnostics`` (statistics
+        computed from the true data; NOT private).
 
     Returns:
-      an unbatched ``SyntheticMeasure`` (see its ``accounting`` for the budget split).
+      an unbatched ``SyntheticMeasure`` (see its ``accounting`` for the budget split);
+      with ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``.
     """
     raw = as_raw_key(key)
     check_mechanism(mech)
     eps = check_epsilon(eps)
     if eps.size != 1:
         raise ValueError("eps must be a single number for release; use release_batch for lists")
+    diagnostics = _check_flag(diagnostics, "diagnostics")
     tree = data_tree_for(mech, X, eps)
-    return engine.release(mech.plan(tree, eps), raw[None])[0, 0]
+    out = engine.release(mech.plan(tree, eps), raw[None], diagnostics=diagnostics)
+    if diagnostics:
+        measure, diag = out
+        return measure[0, 0], NotPrivateDiagnostics(
+            {k: v[0, 0] for k, v in diag.values.items()}, diag.mechanism)
+    return out[0, 0]
 
 
-def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None) -> SyntheticMeasure:
+def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
+                  diagnostics: bool = False):
     """Release ``len(eps) × S`` replicates in jitted, vmapped chunks.
 
     Args:
@@ -133,9 +149,13 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None) -
       eps: a number or a list of E budgets.
       seeds: a count S or a list of S seed indices (replicate keys ``fold_in(key, s)``).
       memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
+      diagnostics: also return the ``NotPrivateDiagnostics`` [E, S] (the fused tree W1
+        against the true data; Adaptive Pruned-PMM's exact selection scores and
+        probabilities): for studying the mechanism, NOT private, never part of the release.
 
     Returns:
-      a ``SyntheticMeasure`` with batch shape [E, S] (``out[e, s]`` is one replicate).
+      a ``SyntheticMeasure`` with batch shape [E, S] (``out[e, s]`` is one replicate);
+      with ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``.
     """
     raw = as_raw_key(key)
     check_mechanism(mech)
@@ -143,7 +163,9 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None) -
     count = seed_count(seeds)
     if memory_bytes is not None:
         memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
+    diagnostics = _check_flag(diagnostics, "diagnostics")
     tree = data_tree_for(mech, X, eps)
     plan = mech.plan(tree, eps)
     engine.check_results_fit(plan, count)  # before the seed list itself is built
-    return engine.release(plan, replicate_keys(raw, seed_indices(seeds)), memory_bytes)
+    return engine.release(plan, replicate_keys(raw, seed_indices(seeds)), memory_bytes,
+                          diagnostics)

@@ -40,7 +40,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.core.frontier import REPLICATES
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 """Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
@@ -75,9 +75,15 @@ class Plan:
       bytes_per_replicate: working memory of one replicate (atoms included).
       atom_bytes: bytes of one replicate's released atoms (an upper bound); ``release``
         keeps them for every replicate.
-      info_fields: per-replicate diagnostics the kernel returns (``out.info``).
+      info_fields: per-replicate released fields the kernel returns besides ``SCALARS``
+        (``out.info``: functions of the release alone, e.g. the selected candidate).
       atom_fields: per-atom fields besides ``ATOMS`` (e.g. PrivTree's ``noisy_mass``).
-      info: per-ε host arrays [E, ...] added to ``out.info``.
+      info: per-ε public host arrays [E, ...] added to ``out.info``.
+      diagnostic_fields: per-replicate statistics the kernel computes against the *true
+        data* (the fused tree W1): NOT private, never in the released measure
+        (``NotPrivateDiagnostics``).
+      diagnostics: per-ε host arrays [E, ...] computed from the true data (e.g. exact
+        selection scores): NOT private, like ``diagnostic_fields``.
       order: optional ``order(static, key, params, shared) -> cost`` (a scalar).
       retry: optional ``retry(static) -> static`` with more capacity, for ``overflow``.
       shrink: optional ``shrink(static, needed) -> static`` fitted to ``needed`` slots (the
@@ -98,17 +104,19 @@ class Plan:
     info_fields: tuple = ()
     atom_fields: tuple = ()
     info: dict = dataclasses.field(default_factory=dict)
+    diagnostic_fields: tuple = ()
+    diagnostics: dict = dataclasses.field(default_factory=dict)
     order: Callable | None = None
     retry: Callable | None = None
     shrink: Callable | None = None
     finish: Callable | None = None
 
     def fields(self, atoms: bool) -> tuple:
-        """Kernel outputs to keep: scalars and diagnostics, plus the atoms if asked."""
+        """Kernel outputs to keep: scalars, info and diagnostics, plus the atoms if asked."""
         extra = ATOMS + self.atom_fields if atoms else ()
         overflow = ("overflow",) if self.retry is not None else ()
         needed = ("needed",) if self.shrink is not None else ()
-        return SCALARS + self.info_fields + overflow + needed + extra
+        return SCALARS + self.info_fields + self.diagnostic_fields + overflow + needed + extra
 
 
 @functools.partial(jax.jit, static_argnames=("kernel", "static", "fields"))
@@ -328,25 +336,36 @@ def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
         source[bad] = done + np.arange(bad.size)
 
 
-def release(plan: Plan, keys, memory_bytes: int | None = None) -> SyntheticMeasure:
-    """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``."""
+def release(plan: Plan, keys, memory_bytes: int | None = None, diagnostics: bool = False):
+    """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``; with
+    ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``."""
     out = run(plan, keys, atoms=True, memory_bytes=memory_bytes)
-    return measure(plan, out)
+    result = measure(plan, out)
+    return (result, not_private_diagnostics(plan, out)) if diagnostics else result
+
+
+def _per_eps(a, grid: tuple):
+    """A small per-ε host array [E, ...] broadcast over seeds to [E, S, ...] (32-bit)."""
+    a = np.asarray(a)
+    a = a.astype(np.float32 if a.dtype.kind == "f" else np.int32 if a.dtype.kind in "iu" else a.dtype)
+    return jax.device_put(np.ascontiguousarray(
+        np.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
+    ))
+
+
+def not_private_diagnostics(plan: Plan, out: dict) -> NotPrivateDiagnostics:
+    """The data-dependent statistics of a plan's outputs [E, S, ...] (NOT private)."""
+    grid = out["size"].shape
+    values = {k: out[k] for k in plan.diagnostic_fields}
+    values.update({k: _per_eps(v, grid) for k, v in plan.diagnostics.items()})
+    return NotPrivateDiagnostics(values, plan.mechanism)
 
 
 def measure(plan: Plan, out: dict) -> SyntheticMeasure:
     """The ``SyntheticMeasure`` of a plan's outputs [E, S, ...] (the one constructor)."""
     grid = out["size"].shape
-
-    def per_eps(a):  # small per-ε host arrays, broadcast over seeds on the host (32-bit)
-        a = np.asarray(a)
-        a = a.astype(np.float32 if a.dtype.kind == "f" else np.int32 if a.dtype.kind in "iu" else a.dtype)
-        return jax.device_put(np.ascontiguousarray(
-            np.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
-        ))
-
     info = {k: out[k] for k in plan.info_fields + plan.atom_fields}
-    info.update({k: per_eps(v) for k, v in plan.info.items()})
+    info.update({k: _per_eps(v, grid) for k, v in plan.info.items()})
     result = SyntheticMeasure(
         points=out["points"],
         weights=out["weights"],
@@ -355,7 +374,7 @@ def measure(plan: Plan, out: dict) -> SyntheticMeasure:
         visited=out["visited"],
         leaves=out["leaves"],
         depth=out["depth"],
-        budget={k: per_eps(v) for k, v in plan.budget.items()},
+        budget={k: _per_eps(v, grid) for k, v in plan.budget.items()},
         info=info,
         adjacency=plan.adjacency,
         mechanism=plan.mechanism,

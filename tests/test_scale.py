@@ -46,12 +46,12 @@ def test_large_preparation_counts_match_brute_force(large):
 @pytest.mark.parametrize("mech", [js.PMM(), js.PrunedPMM(engine="sparse")], ids=["pmm", "pruned"])
 def test_large_release_and_tree_w1(large, mech):
     X, _ = large
-    out = js.release_batch(0, mech, X, 1.0, seeds=2)
+    out, diag = js.release_batch(0, mech, X, 1.0, seeds=2, diagnostics=True)
     w = np.asarray(out.weights)
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
     assert np.all(np.asarray(out.depth) == schedules.default_depth(1.0, N))
     # the root count is n + Laplace noise of scale ≤ 2/ε: far inside ±1% of n
     assert np.all(np.abs(np.asarray(out.size) - N) < 0.01 * N)
     general = js.w1(X, out, method="tree", metric="linf")
-    np.testing.assert_allclose(out.info["tree_linf"], general, rtol=2e-5, atol=1e-7)
+    np.testing.assert_allclose(diag["tree_linf"], general, rtol=2e-5, atol=1e-7)
     assert np.all((general > 0) & (general < 1))

@@ -345,7 +345,6 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
                     "depth": np.asarray(p.params["depths"][:, a], np.int32)},
             shared={"counts": counts, **metric_tables(R, d)}, eps=p.eps, budget=p.budget,
             adjacency=p.adjacency, bytes_per_replicate=64.0 * 2**R,
-            info_fields=pmm_kernels.W1_FIELDS,
         )))
     counts = _node_counts(trees, R)
     tr_reduce = features.transcript_reducer(counts[2])

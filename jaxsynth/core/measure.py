@@ -31,7 +31,11 @@ class SyntheticMeasure:
       leaves: [...] int32, leaves with positive mass.
       depth: [...] int32, deepest level of the released tree.
       budget: dict of [...] float arrays: ``"epsilon"`` (total) and its parts.
-      info: dict of per-mechanism diagnostics (arrays with the same leading axes).
+      info: dict of per-mechanism released fields (arrays with the same leading axes):
+        functions of the release alone (e.g. Adaptive Pruned-PMM's ``selected``, PrivTree's
+        ``noisy_mass`` and ``shift``) or public parameters.  Nothing computed from the
+        true data is here; ``release_batch(..., diagnostics=True)`` returns that apart,
+        as ``NotPrivateDiagnostics``.
       adjacency: ``"replacement"`` or ``"add_remove"`` (static).
       mechanism: the mechanism's name (static).
     """
@@ -68,3 +72,30 @@ class SyntheticMeasure:
 def _scalar_or_array(v):
     a = np.asarray(v)
     return a.item() if a.ndim == 0 else a
+
+
+@dataclasses.dataclass(frozen=True)
+class NotPrivateDiagnostics:
+    """NOT PRIVATE: statistics of a release computed from the true data.
+
+    What a mechanism's kernels compute for free against the data (the tree W1 of each
+    replicate, ``tree_<ground>`` and its upper end ``upper_<ground>``) and, for Adaptive
+    Pruned-PMM, the exact selection ``scores``, ``probabilities`` and ``sensitivity``.
+    They are for studying the mechanism; publishing any of them voids the privacy
+    guarantee of the release they describe.  Read them as ``diag["tree_linf"]``.
+
+    Attributes:
+      values: dict of arrays with the release's batch axes.
+      mechanism: the mechanism's name.
+    """
+
+    values: dict
+    mechanism: str
+
+    def __getitem__(self, name: str):
+        if name not in self.values:
+            raise KeyError(f"{name!r}: these diagnostics hold {sorted(self.values)}")
+        return self.values[name]
+
+    def keys(self):
+        return self.values.keys()

@@ -485,7 +485,7 @@ def _rows(out: dict, values: dict, plan, seeds, common: dict, seconds: dict) -> 
         a = np.asarray(host.get(name))
         if a.shape == (E, S):  # scalar diagnostics per replicate (vectors are left out)
             cols[name] = a.reshape(E * S)
-    for name, v in plan.info.items():
+    for name, v in {**plan.info, **plan.diagnostics}.items():  # a table of measurements
         a = np.asarray(v)
         if a.shape == (E,):
             cols[name] = np.repeat(a, S)

@@ -356,8 +356,9 @@ class AdaptivePrunedPMM:
         """Depth of the data tree the release needs: ``max_ε L(ε_main)``."""
         return max(max_depth(n, d, self.split(float(e))[1]) for e in np.atleast_1d(eps))
 
-    def selection(self, tree: DataTree, eps: float) -> dict:
-        """Scores, sensitivity and selection probabilities on ``tree`` at budget ``eps``.
+    def selection_not_private(self, tree: DataTree, eps: float) -> dict:
+        """NOT PRIVATE: the exact scores, sensitivity and selection probabilities on the
+        true data ``tree`` at budget ``eps`` (what the exponential mechanism draws from).
 
         Returns:
           dict with ``"candidates"`` (``Candidates``), ``"scores"`` [A] float64,
@@ -383,7 +384,8 @@ class AdaptivePrunedPMM:
 
         Args:
           n, d, eps: data size, dimension and total budget.
-          data: optional ``X`` [n, d] or a ``DataTree``; adds ``score`` and ``probability``.
+          data: optional ``X`` [n, d] or a ``DataTree``; adds its ``score`` and
+            ``probability`` columns, which are NOT private (``selection_not_private``).
 
         Returns:
           DataFrame with columns ``s, depth, kind, active, A, public_bound,
@@ -404,7 +406,7 @@ class AdaptivePrunedPMM:
                 tree = DataTree.build(data, self.data_depth(n, d, eps))
             if (tree.n, tree.d) != (n, d):
                 raise ValueError(f"data has shape ({tree.n}, {tree.d}); expected ({n}, {d})")
-            sel = self.selection(tree, eps)
+            sel = self.selection_not_private(tree, eps)
             table["score"] = sel["scores"]
             table["probability"] = sel["probabilities"]
         table.attrs.update(
@@ -423,12 +425,13 @@ class AdaptivePrunedPMM:
         schedules are padded to a multiple of ``DEPTH_BUCKET`` levels.
 
         The measure's ``depth``/``leaf_depth`` are the selected depths; ``info`` holds
-        ``selected`` [E, S], ``probabilities``, ``scores``, ``candidate_depths``,
-        ``candidate_s`` [E, S, A] and ``sensitivity`` [E, S]; ``budget`` holds
-        ``epsilon``, ``eps_sel``, ``eps_main``.
+        ``selected`` [E, S] and the public ``candidate_depths``, ``candidate_s`` [E, S, A];
+        ``budget`` holds ``epsilon``, ``eps_sel``, ``eps_main``.  The exact selection
+        ``scores``, ``probabilities`` [E, S, A] and ``sensitivity`` [E, S] read the data:
+        they are NOT private and go to the plan's ``diagnostics``.
         """
         eps = np.asarray(eps, np.float64).ravel()
-        selections = [self.selection(tree, float(e)) for e in eps]
+        selections = [self.selection_not_private(tree, float(e)) for e in eps]
         R = max(int(sel["candidates"].depth.max()) for sel in selections)
         R = -(-R // DEPTH_BUCKET) * DEPTH_BUCKET
         stacked = _stack(selections, R)
@@ -460,12 +463,11 @@ class AdaptivePrunedPMM:
             adjacency="replacement",
             bytes_per_replicate=4 * words * slots + 4 * capacity * (2 * tree.d + 2),
             atom_bytes=4 * capacity * (tree.d + 2),
-            info_fields=("selected",) + pmm_kernels.W1_FIELDS,
-            info={
-                "probabilities": stacked["probabilities"], "scores": stacked["scores"],
-                "sensitivity": stacked["sensitivity"], "candidate_depths": stacked["depths"],
-                "candidate_s": stacked["s"],
-            },
+            info_fields=("selected",),
+            info={"candidate_depths": stacked["depths"], "candidate_s": stacked["s"]},
+            diagnostic_fields=pmm_kernels.W1_FIELDS,
+            diagnostics={"probabilities": stacked["probabilities"], "scores": stacked["scores"],
+                         "sensitivity": stacked["sensitivity"]},
             order=_selected_depth,
             **sparse_capacity(static),
         )

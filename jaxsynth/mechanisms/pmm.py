@@ -186,7 +186,7 @@ class _PMMFamily:
             adjacency=self._adjacency_label(),
             bytes_per_replicate=per_replicate + atoms,
             atom_bytes=atoms,
-            info_fields=pmm_kernels.W1_FIELDS,
+            diagnostic_fields=pmm_kernels.W1_FIELDS,
             order=_by_depth if len(set(depths.tolist())) > 1 else None,
             **(sparse_capacity(static) if kind == "sparse" else {}),
         )

@@ -178,11 +178,12 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
     shared.update(metric_tables(L, d))
     node_words = 6 + path_words(L) + d
     per_replicate += 4 * (Q + 2 * P) * (2 * node_words + 6 + d) + 4 * Q * (d + 4)
-    info_fields = ("cap_hits",) + W1_FIELDS + (("shift",) if static.shifted else ())
+    info_fields = ("cap_hits",) + (("shift",) if static.shifted else ())
     return engine.Plan(
         mechanism=name, kernel=tree_kernel, static=static, params=params, shared=shared,
         eps=np.asarray(eps, np.float64), budget=budget, adjacency=adjacency,
         bytes_per_replicate=per_replicate, atom_bytes=4 * Q * (d + 3), info_fields=info_fields,
+        diagnostic_fields=W1_FIELDS,
         atom_fields=("noisy_mass",), info=info or {}, retry=retry, finish=finish,
     )
 

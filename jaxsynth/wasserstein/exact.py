@@ -166,7 +166,7 @@ def _level(X_sorted: np.ndarray, size: int) -> Level:
     starts = (np.arange(size + 1) * n) // size
     sizes = np.diff(starts)
     centroids = np.add.reduceat(X_sorted, starts[:-1], axis=0) / sizes[:, None]
-    return Level(starts, centroids, sizes / n, _chunks(centroids))
+    return Level(starts, centroids, sizes / n, jnp.asarray(_chunks(centroids)))
 
 
 def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
@@ -238,13 +238,13 @@ def _pass(metric: str, k: int):
     return run
 
 
-def _chunks(points: np.ndarray, bucket: bool = False) -> jax.Array:
-    """Points [P, d] as float32 [C, CHUNK, d] on the device, padded by repeating the first;
-    with ``bucket``, C is a power of two (few shapes to compile for varying P)."""
+def _chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
+    """Points [P, d] as float32 [C, CHUNK, d] (host), padded by repeating the first; with
+    ``bucket``, C is a power of two (few shapes to compile for varying P)."""
     count = -(-len(points) // CHUNK)
     count = 1 << max(0, count - 1).bit_length() if bucket else count
     padded = np.concatenate([points, np.repeat(points[:1], count * CHUNK - len(points), 0)])
-    return jnp.asarray(padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1]))
+    return padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1])
 
 
 def _bucket(m: int) -> int:
@@ -316,15 +316,16 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
 
 
 def _run_here(fn, *args):
-    """Run a jitted pass and bring its result to the host."""
+    """Run a JAX computation (host arrays in) and bring its result to the host."""
     return jax.device_get(fn(*args))
 
 
 class _MainThreadDevice:
-    """Runs the jitted passes that replicate threads ask for on the thread that serves.
+    """Runs the JAX computations that replicate threads ask for on the thread that serves.
 
-    JAX work (compilation, the persistent cache, execution) then stays on one thread,
-    while the threads' network simplex solves, which release the GIL, run in parallel.
+    All JAX work (transfers, compilation, the persistent cache, execution) then stays on
+    one thread: the replicate threads touch only host arrays, and their network simplex
+    solves, which release the GIL, run in parallel.
     """
 
     def __init__(self):
@@ -366,13 +367,14 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         from jaxsynth.wasserstein.bounds import RELATIVE_MARGIN
         from jaxsynth.wasserstein.exact1d import w1_exact1d
 
-        value = float(w1_exact1d(data.X, atoms, w))
+        value = float(device(w1_exact1d, data.X, atoms, w))
         return max(0.0, value * (1 - RELATIVE_MARGIN)), min(diam, value * (1 + RELATIVE_MARGIN))
 
     order = _morton_order(atoms)          # groups of consecutive atoms are compact
     atoms, w = atoms[order], w[order]
     size = _bucket(m)
-    y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
+    # host arrays: every transfer to the device happens where ``device`` runs the pass
+    y = np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]).astype(np.float32)
     k = min(CANDIDATES, m)
 
     def centred(v):

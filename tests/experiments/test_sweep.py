@@ -55,14 +55,15 @@ def test_rows_equal_release_and_w1_per_replicate(X, table):
         for e in EPS:
             for s in (0, 3):
                 row = table[(table.mechanism == mech.name) & (table.eps == e) & (table.seed == s)]
-                out = js.release(jax.random.fold_in(jax.random.key(7), s), mech, X, e)
+                out, diag = js.release(jax.random.fold_in(jax.random.key(7), s), mech, X, e,
+                                       diagnostics=True)
                 assert int(row.m.iloc[0]) == int(out.size)
                 assert int(row.leaves.iloc[0]) == int(out.leaves)
                 assert int(row.visited.iloc[0]) == int(out.visited)
                 assert int(row.depth.iloc[0]) == int(out.depth) == 4
                 assert row.epsilon.iloc[0] == pytest.approx(out.accounting["epsilon"], rel=1e-6)
                 # the kernel's own tree W1: the same number in a chunk of one or of many
-                assert row.w1_tree.iloc[0] == float(out.info["tree_linf"])
+                assert row.w1_tree.iloc[0] == float(diag["tree_linf"])
                 # and the general formula (atoms sorted again): float32 rounding apart
                 assert row.w1_tree.iloc[0] == pytest.approx(float(w1(X, out, method="tree")),
                                                             rel=2e-6)

@@ -200,7 +200,7 @@ def test_selection_frequencies_match_softmax(small):
     p /= p.sum()
     assert np.sort(p)[-3] > 0.1  # three non-degenerate candidates (about 0.15, 0.31, 0.54)
 
-    sel = MECH.selection(tree, EPS)
+    sel = MECH.selection_not_private(tree, EPS)
     np.testing.assert_allclose(sel["scores"], scores, rtol=1e-10)
     np.testing.assert_allclose(sel["sensitivity"], delta, rtol=1e-12)
     np.testing.assert_allclose(sel["probabilities"], p, atol=2e-6)
@@ -226,7 +226,7 @@ def test_intrinsic_dimension_argmin():
     n, eps = 30000, 1.0
     def argmin(X):
         n, d = X.shape
-        sel = MECH.selection(DataTree.build(X, MECH.data_depth(n, d, eps)), eps)
+        sel = MECH.selection_not_private(DataTree.build(X, MECH.data_depth(n, d, eps)), eps)
         return int(np.argmin(sel["scores"])) + 1, sel["probabilities"]
     s_line, _ = argmin(datasets.load("subspace", n=n, d=4, k=1, key=0))
     s_cube4, p_cube4 = argmin(datasets.load("uniform", n=n, d=4, key=0))
@@ -241,23 +241,23 @@ def test_intrinsic_dimension_argmin():
 @pytest.fixture(scope="module")
 def batch(small):
     _, tree = small
-    return release_batch(0, MECH, tree, [EPS, EPS / 2], seeds=2)
+    return release_batch(0, MECH, tree, [EPS, EPS / 2], seeds=2, diagnostics=True)
 
 
 def test_batch_outputs_and_accounting(small, batch):
     _, tree = small
-    out = batch
+    out, diag = batch
     assert out.batch_shape == (2, 2) and out.mechanism == "adaptive-pruned-pmm"
     for e, eps in enumerate([EPS, EPS / 2]):
-        sel = MECH.selection(tree, eps)
+        sel = MECH.selection_not_private(tree, eps)
         np.testing.assert_array_equal(out.info["selected"][e], _draws(sel, eps)[:2])
         cand_depth = out.info["candidate_depths"][e, 1]
         np.testing.assert_array_equal(cand_depth, sel["candidates"].depth)
         np.testing.assert_array_equal(out.depth[e], cand_depth[out.info["selected"][e]])
         np.testing.assert_array_equal(out.info["candidate_s"][e, 0], np.arange(1, D + 1))
-        np.testing.assert_allclose(out.info["probabilities"][e, 1], sel["probabilities"], atol=1e-7)
-        np.testing.assert_allclose(out.info["scores"][e, 0], sel["scores"], rtol=1e-6)
-        np.testing.assert_allclose(out.info["sensitivity"][e], sel["sensitivity"], rtol=1e-6)
+        np.testing.assert_allclose(diag["probabilities"][e, 1], sel["probabilities"], atol=1e-7)
+        np.testing.assert_allclose(diag["scores"][e, 0], sel["scores"], rtol=1e-6)
+        np.testing.assert_allclose(diag["sensitivity"][e], sel["sensitivity"], rtol=1e-6)
     # the two ε have different largest depths: the smaller one is padded, not mixed up
     assert out.info["candidate_depths"][1, 0, 0] < out.info["candidate_depths"][0, 0, 0]
     live = out.weights > 0
@@ -277,14 +277,15 @@ def test_release_matches_batch(small, batch):
     _, tree = small
     for s in range(2):
         key = jax.random.fold_in(jax.random.key(0), s)
-        one = release(key, MECH, tree, EPS)
-        many = batch[0, s]
+        one, one_diag = release(key, MECH, tree, EPS, diagnostics=True)
+        many, many_diag = batch[0][0, s], batch[1]
         size = min(one.weights.shape[-1], many.weights.shape[-1])
         for a, b in [(one.weights, many.weights), (one.points, many.points)]:
             np.testing.assert_array_equal(a[:size], b[:size])
             assert not np.any(a[size:]) and not np.any(b[size:])
-        for name in ("selected", "probabilities", "scores", "sensitivity"):
-            np.testing.assert_array_equal(one.info[name], many.info[name])
+        np.testing.assert_array_equal(one.info["selected"], many.info["selected"])
+        for name in ("probabilities", "scores", "sensitivity"):
+            np.testing.assert_array_equal(one_diag[name], many_diag[name][0, s])
         assert (int(one.size), int(one.visited), int(one.depth)) == (
             int(many.size), int(many.visited), int(many.depth))
         synthesis = main_key(jax.random.key_data(key))
@@ -321,7 +322,7 @@ def test_deep_candidate_runs_in_linear_cost():
     assert 0 < int(out["leaves"][0, 0]) <= m
     np.testing.assert_allclose(float(out["weights"].sum()), 1.0, rtol=1e-5)
     direct = dataclasses.replace(
-        plan, kernel=sparse_kernel, order=None, info_fields=W1_FIELDS,
+        plan, kernel=sparse_kernel, order=None, info_fields=(), diagnostic_fields=W1_FIELDS,
         params={"inv_sigma": plan.params["inv_sigmas"][:, 0], "depth": np.array([147]),
                 "inv_sigma0": plan.params["inv_sigma0"]},
     )
@@ -356,4 +357,4 @@ def test_too_little_budget():
 def test_shallow_tree_refused(small):
     X, _ = small
     with pytest.raises(ValueError, match="depth"):
-        MECH.selection(DataTree.build(X, 5), EPS)
+        MECH.selection_not_private(DataTree.build(X, 5), EPS)

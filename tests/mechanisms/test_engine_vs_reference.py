@@ -230,7 +230,7 @@ def _pmm_reference(mech, X, eps_list, seeds, rule, pruned, plan):
     return results
 
 
-def _compare_pmm(out, results):
+def _compare_pmm(out, diag, results):
     for (e, s), ref in results.items():
         o = out[e, s]
         assert int(o.size) == ref.size, (e, s)
@@ -239,17 +239,17 @@ def _compare_pmm(out, results):
         assert int(o.leaves) == len(ref.leaves), (e, s)
         assert pmm_atoms(o, ref.depth) == ref.leaves, (e, s)
         np.testing.assert_allclose(float(_np(o.weights).sum()), 1.0, rtol=1e-5)
-        check_w1(out.info, ref.w1, e, s)
+        check_w1(diag, ref.w1, e, s)
 
 
 @pytest.mark.parametrize("case", list(PMM_CASES))
 def test_pmm_family_matches_reference(case):
     mech, name, eps_list, seeds, rule, pruned, chunking = PMM_CASES[case]
     X = data(name)
-    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    out, diag = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds, diagnostics=True)
     plan = mech.plan(js.prepare(X, mech.data_depth(*X.shape, eps_list)), eps_list)
     results = _pmm_reference(mech, X, eps_list, seeds, rule, pruned, plan)
-    _compare_pmm(out, results)
+    _compare_pmm(out, diag, results)
     sizes = {r.size for r in results.values()}
     if name == "one2":  # the root mass 1 (a unit at the root) and larger masses both occur
         assert 1 in sizes and max(sizes) > 1
@@ -265,7 +265,7 @@ def test_pmm_uniform_placement_matches_reference():
     d = X.shape[1]
     mech = js.PMM(depth=5, placement="uniform")
     eps_list, seeds = [1.0], 3
-    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    out, diag = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds, diagnostics=True)
     plan = mech.plan(js.prepare(X, 5), eps_list)
     results = _pmm_reference(mech, X, eps_list, seeds, "proportional", False, plan)
     for (e, s), ref in results.items():
@@ -281,7 +281,7 @@ def test_pmm_uniform_placement_matches_reference():
         for cell, points in want.items():
             got = p[:m][[c == cell for c in cells]]
             np.testing.assert_allclose(got, points, rtol=0, atol=1e-7)
-        check_w1(out.info, ref.w1, e, s)
+        check_w1(diag, ref.w1, e, s)
 
 
 def test_sparse_uniform_placement_at_depth_32():
@@ -309,13 +309,13 @@ def test_pruned_pmm_depth_150_in_d10_matches_reference():
     X = data("line10")
     mech = js.PrunedPMM(depth=150, engine="sparse")
     eps_list, seeds = [1.0], 2
-    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    out, diag = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds, diagnostics=True)
     plan = mech.plan(js.prepare(X, 150), eps_list)
     sigma = 1.0 / plan.params["inv_sigma"][0].astype(np.float64)
     assert sigma.max() > 1e20 and sigma.max() > 2.0**30
     results = _pmm_reference(mech, X, eps_list, seeds, "zero_respecting", True, plan)
     assert any(r.saturated for r in results.values())  # the σ-unit ratio path is exercised
-    _compare_pmm(out, results)
+    _compare_pmm(out, diag, results)
 
 
 # ------------------------------------------------------------------ Adaptive Pruned-PMM
@@ -326,15 +326,15 @@ def test_adaptive_pruned_pmm_matches_reference():
     n, d = X.shape
     mech = js.AdaptivePrunedPMM()
     eps_list, seeds = [0.5, 2.0], 6
-    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    out, diag = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds, diagnostics=True)
     plan = mech.plan(js.prepare(X, mech.data_depth(n, d, eps_list)), eps_list)
     counts = rtree.Counts(X)
     selected = set()
     for e, eps in enumerate(eps_list):
         cands = radaptive.candidates(counts, eps)
         np.testing.assert_array_equal(_np(out.info["candidate_depths"][e, 0]), cands.depth)
-        np.testing.assert_allclose(_np(out.info["scores"][e, 0]), cands.scores, rtol=1e-6)
-        np.testing.assert_allclose(float(out.info["sensitivity"][e, 0]), cands.sensitivity,
+        np.testing.assert_allclose(_np(diag["scores"][e, 0]), cands.scores, rtol=1e-6)
+        np.testing.assert_allclose(float(diag["sensitivity"][e, 0]), cands.sensitivity,
                                    rtol=1e-6)
         for a, inv in enumerate(cands.inv_sigma):
             np.testing.assert_array_equal(inv.astype(np.float32),
@@ -350,7 +350,7 @@ def test_adaptive_pruned_pmm_matches_reference():
             assert int(o.size) == ref.size and int(o.visited) == ref.visited, (e, s)
             assert int(o.leaves) == len(ref.leaves)
             assert pmm_atoms(o, ref.depth) == ref.leaves, (e, s)
-            check_w1(out.info, ref.w1, e, s)
+            check_w1(diag, ref.w1, e, s)
     assert len(selected) >= 2  # several candidates (depths) are exercised
     check_release_and_chunking(mech, X, eps_list, 1, out, seeds)
 
@@ -378,7 +378,7 @@ def _check_privtree(mech, X, eps_list, seeds, caps):
     """Every replicate of a PrivTree batch against the reference; returns the batch."""
     n, d = X.shape
     shift, placement = mech.shift, mech.placement
-    out = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds)
+    out, diag = js.release_batch(KEY, mech, X, eps=eps_list, seeds=seeds, diagnostics=True)
     noisy_mass = _np(out.info["noisy_mass"])  # the released p̃_Q [E, S, M]
     counts = rtree.Counts(X)
     for e, (eps, cap) in enumerate(zip(eps_list, caps)):
@@ -423,7 +423,7 @@ def _check_privtree(mech, X, eps_list, seeds, caps):
                     assert all(a[c] <= Fraction(float(points[i][c])) < b[c] for c in range(d))
             assert seen == set(ref.leaves)
             assert int(o.size) == sum(1 for v in ref.leaves.values() if v.mass > 0)
-            check_w1(out.info, ref.w1, e, s)
+            check_w1(diag, ref.w1, e, s)
     return out
 
 

@@ -97,8 +97,10 @@ def _atoms(out, e, s):
 @pytest.mark.parametrize("placement", ["center", "uniform"])
 def test_sparse_and_dense_pruned_identical(clustered, placement):
     kwargs = dict(depth=6, placement=placement)
-    a = js.release_batch(3, js.PrunedPMM(engine="sparse", **kwargs), clustered, [0.5, 2.0], seeds=6)
-    b = js.release_batch(3, js.PrunedPMM(engine="dense", **kwargs), clustered, [0.5, 2.0], seeds=6)
+    a, da = js.release_batch(3, js.PrunedPMM(engine="sparse", **kwargs), clustered, [0.5, 2.0],
+                             seeds=6, diagnostics=True)
+    b, db = js.release_batch(3, js.PrunedPMM(engine="dense", **kwargs), clustered, [0.5, 2.0],
+                             seeds=6, diagnostics=True)
     c = js.release_batch(
         3, js.PMM(consistency="zero_respecting", **kwargs), clustered, [0.5, 2.0], seeds=6
     )
@@ -113,7 +115,7 @@ def test_sparse_and_dense_pruned_identical(clustered, placement):
     np.testing.assert_array_equal(np.asarray(a.visited), np.asarray(b.visited))
     np.testing.assert_array_equal(np.asarray(a.size), np.asarray(c.size))
     for field in ("tree_linf", "tree_l2", "upper_linf", "upper_l2"):
-        np.testing.assert_allclose(a.info[field], b.info[field], rtol=1e-6)
+        np.testing.assert_allclose(da[field], db[field], rtol=1e-6)
 
 
 @pytest.mark.parametrize("mech, pruned", [(js.PMM(depth=4), False), (js.PrunedPMM(depth=4), True)])
@@ -157,12 +159,13 @@ def test_measure_is_valid(clustered):
 @pytest.mark.parametrize("engine", ["sparse", "dense"])
 def test_same_key_same_replicate_any_batch_or_chunk(clustered, engine):
     mech = js.PrunedPMM(depth=6, engine=engine)
-    big = js.release_batch(5, mech, clustered, [0.5, 1.0], seeds=8)
-    chunked = js.release_batch(5, mech, clustered, [0.5, 1.0], seeds=8, memory_bytes=2**22)
+    big, dbig = js.release_batch(5, mech, clustered, [0.5, 1.0], seeds=8, diagnostics=True)
+    chunked, dchunked = js.release_batch(5, mech, clustered, [0.5, 1.0], seeds=8,
+                                         memory_bytes=2**22, diagnostics=True)
     subset = js.release_batch(5, mech, clustered, [1.0], seeds=[6, 2])
     np.testing.assert_array_equal(np.asarray(big.weights), np.asarray(chunked.weights))
     for field in ("tree_linf", "upper_l2"):
-        np.testing.assert_array_equal(np.asarray(big.info[field]), np.asarray(chunked.info[field]))
+        np.testing.assert_array_equal(np.asarray(dbig[field]), np.asarray(dchunked[field]))
     # a different ε list may pad the atoms differently (capacity follows the root scale)
     for a, b in ((big[1, 6], subset[0, 0]),
                  (big[1, 2], js.release(jax.random.fold_in(jax.random.key(5), 2), mech, clustered, 1.0))):
@@ -204,12 +207,12 @@ def test_default_depth_is_ambient_rule(clustered):
 def test_in_kernel_tree_w1_equals_the_general_formula(clustered):
     """The W1 a kernel accumulates while it descends equals ``js.w1`` (atoms sorted again)."""
     for mech in (js.PMM(depth=6), js.PrunedPMM(depth=6, engine="sparse"), js.PrunedPMM(depth=12)):
-        out = js.release_batch(4, mech, clustered, [0.5, 2.0], seeds=3)
+        out, diag = js.release_batch(4, mech, clustered, [0.5, 2.0], seeds=3, diagnostics=True)
         for metric in ("linf", "l2"):
             general = js.w1(clustered, out, method="tree", metric=metric)
-            np.testing.assert_allclose(out.info[f"tree_{metric}"], general, rtol=2e-5, atol=1e-7)
+            np.testing.assert_allclose(diag[f"tree_{metric}"], general, rtol=2e-5, atol=1e-7)
             upper = js.w1(clustered, out, method="tree_upper", metric=metric)
-            np.testing.assert_allclose(out.info[f"upper_{metric}"], upper, rtol=1e-4)
+            np.testing.assert_allclose(diag[f"upper_{metric}"], upper, rtol=1e-4)
 
 
 def test_deep_sparse_tree_costs_follow_active_nodes():

@@ -1,4 +1,4 @@
-"""W1 benchmark (SPEC §7).  Prints, on this machine:
+"""W1 benchmark of every ``js.w1`` method.  Prints, on this machine:
 
 1. tree W1 (ℓ∞ and ℓ2) of Pruned-PMM releases, spiral n = 30000, d = 2, depth 15,
    batch 64: compile + first call, then warm seconds (best of 3) and ms per replicate;

@@ -2,8 +2,13 @@
 
 What a competent researcher writes in an afternoon: pure NumPy, ``numpy.random.Generator``
 for all randomness, one vectorized pass per tree *level* (never a Python loop over points,
-replicates or nodes), one replicate per call.  Independent of ``jaxsynth`` (the formulas
-are copied from ``SPEC.md`` and written in NumPy).
+replicates or nodes), one replicate per call.  Independent of ``jaxsynth``: the formulas
+are taken from the papers and written in NumPy.  "Zare Moayedi et al." is R. Zare Moayedi,
+A. R. Asadi, M. H. Yassaee, G. Aminian, "Geometry-Adaptive Mechanisms for Private
+Synthetic Data" (arXiv 2609.33363: PMM of He, Vershynin, Zhu, COLT 2023, in its §3;
+Pruned-PMM, Adaptive Pruned-PMM); "He" is Y. He, "Intrinsic-Dimensional Wasserstein
+Guarantees for Private Synthetic Measures" (PrivTree of Zhang, Xiao, Xie, SIGMOD 2016,
+with Laplace leaf masses; shifted partitions).
 
 Work that is the same for every replicate is done once per data set by a ``prepare_*``
 function (its cost is ``prep.seconds``); the per-replicate functions take that object:
@@ -17,15 +22,15 @@ function (its cost is ``prep.seconds``); the per-replicate functions take that o
 
 Mechanisms (one replicate each; all return a dict, see ``_result``):
 
-* ``pmm_dense(prep, sigmas, sigma0, rng, rule)``            — SPEC §2 / §3 (dense);
-* ``pruned_pmm_sparse(prep, sigmas, sigma0, rng)``         — SPEC §3 (sparse);
-* ``adaptive_pruned_pmm(prep, eps, rng, eps_sel=0.1)``     — SPEC §4;
-* ``privtree(prep, eps, depth_cap, rng)``                  — SPEC §5;
-* ``privtree_shifted(X, eps, depth_cap, rng)``             — SPEC §5 "Random shift".
+* ``pmm_dense(prep, sigmas, sigma0, rng, rule)``            — Zare Moayedi et al. §3 / §4.1 (dense);
+* ``pruned_pmm_sparse(prep, sigmas, sigma0, rng)``         — Zare Moayedi et al. §4.1 (sparse);
+* ``adaptive_pruned_pmm(prep, eps, rng, eps_sel=0.1)``     — Zare Moayedi et al. §4.2;
+* ``privtree(prep, eps, depth_cap, rng)``                  — He §3, §5.2;
+* ``privtree_shifted(X, eps, depth_cap, rng)``             — He §6 (random shift).
 
 Common result keys: ``m`` (synthetic size), ``visited``, ``leaves``, ``depth``,
 ``variates`` (number of NumPy random variates drawn), ``w1_linf`` / ``w1_l2`` (exact
-tree-metric W1 of SPEC §7, see ``edge_weights``), ``points`` [M, d] (cell centers of the
+tree-metric W1, see ``edge_weights``), ``points`` [M, d] (cell centers of the
 released leaves), ``weights`` [M] (summing to 1).
 
 Modelling decisions (documented where they are made):
@@ -64,7 +69,7 @@ MAX_DENSE_DEPTH = 26
 
 
 def check_data(X) -> np.ndarray:
-    """``X`` as float64 ``(n, d)`` inside [0,1]^d, else ``ValueError`` naming ``X`` (SPEC §0)."""
+    """``X`` as float64 ``(n, d)`` inside [0,1]^d, else ``ValueError`` naming ``X``."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X must have shape (n, d) with n, d >= 1; got {X.shape}")
@@ -98,7 +103,7 @@ def _check_sigmas(sigmas, depth_available: int) -> np.ndarray:
     return sigmas
 
 
-# ------------------------------------------------------------------ partition (SPEC §0, §7)
+# -------------------------------------------------------------------------------- partition
 
 
 def digit(x: np.ndarray, t: int) -> np.ndarray:
@@ -112,7 +117,7 @@ def bit_table(X: np.ndarray, depth: int) -> np.ndarray:
     """Child bits ``b_j`` of every point at levels ``j = 0..depth−1``, uint8 ``[depth, n]``.
 
     Level ``j`` bisects coordinate ``c = j mod d``; the bit is that coordinate's
-    ``(⌊j/d⌋ + 1)``-th dyadic digit (SPEC §0).  Level-major so a level is contiguous.
+    ``(⌊j/d⌋ + 1)``-th dyadic digit.  Level-major so a level is contiguous.
     """
     n, d = X.shape
     out = np.empty((depth, n), dtype=np.uint8)
@@ -122,7 +127,7 @@ def bit_table(X: np.ndarray, depth: int) -> np.ndarray:
 
 
 def diameters(depth: int, d: int, metric: str) -> np.ndarray:
-    """Cell diameters of levels ``0..depth`` [depth+1] (SPEC §0).
+    """Cell diameters of levels ``0..depth`` [depth+1].
 
     ℓ∞: ``2^{−⌊j/d⌋}``; ℓ2: ``sqrt(Σ_c 4^{−k_c(j)})`` with ``k_c(j) = ⌊j/d⌋ + [c < j mod d]``.
     """
@@ -138,7 +143,7 @@ def diameters(depth: int, d: int, metric: str) -> np.ndarray:
 def edge_weights(depth: int, d: int, metric: str) -> np.ndarray:
     """Tree-metric edge weights by level [depth+1]: ``w_0 = 0``, ``w_j = (diam(j−1) − diam(j))/2``.
 
-    SPEC §7: with these weights two leaves of a depth-``r`` tree are ``diam(LCA) − diam(r)``
+    With these weights two leaves of a depth-``r`` tree are ``diam(LCA) − diam(r)``
     apart, and ``W_T(μ, ν) = Σ_{v ≠ root} w_v |μ(Ω_v) − ν(Ω_v)|`` is the exact W1 of the
     tree metric (Kantorovich on a tree).
     """
@@ -163,18 +168,19 @@ def _centers(lower: np.ndarray, level: np.ndarray | int, d: int) -> np.ndarray:
 
 
 def cell_side(level, d: int) -> np.ndarray:
-    """Side lengths ``2^{−k_c(j)}`` of level-``j`` cells, [..., d] (SPEC §0)."""
+    """Side lengths ``2^{−k_c(j)}`` of level-``j`` cells, [..., d]."""
     level = np.asarray(level)
     k = level[..., None] // d + (np.arange(d) < level[..., None] % d)
     return np.ldexp(1.0, -k)
 
 
-# ------------------------------------------------------------------------- noise (SPEC §1)
+# ----------------------------------------------------------------------------------- noise
 
 
 def lapz(rng: np.random.Generator, sigma: float, size, method: str = "exponential"):
-    """Discrete Laplace ``LapZ(σ)`` (SPEC §1): ``G1 − G2``, ``G_i`` i.i.d. geometric on
-    {0,1,…} with success probability ``1 − e^{−1/σ}``; int64 array of shape ``size``.
+    """Discrete Laplace ``LapZ(σ)`` (Zare Moayedi et al. §2): ``G1 − G2``, ``G_i`` i.i.d.
+    geometric on {0,1,…} with success probability ``1 − e^{−1/σ}``; int64 array of shape
+    ``size``.
 
     ``method="exponential"`` (default): ``G = ⌊σ E⌋`` with ``E ~ Exp(1)`` (exact:
     ``P(G ≥ k) = e^{−k/σ}``).  ``method="geometric"``: ``rng.geometric(p) − 1``.
@@ -206,17 +212,18 @@ def lapz_cdf(z, sigma: float) -> np.ndarray:
     return np.where(z < 0, neg, pos)
 
 
-# -------------------------------------------------------------- consistency (SPEC §2, §3)
+# ---------------------------------------------------------------------------- consistency
 
 
 def split_masses(m, a, b, coin, rule: str) -> np.ndarray:
     """Left-child masses ``m0`` (the right child gets ``m − m0``), elementwise, int64.
 
-    ``"proportional"`` (SPEC §2 step 4): ``m0 = round(m a/(a+b))`` clipped into the
-    comparable interval (``[max(0, m−b), min(a, m)]`` if ``a+b ≥ m``, else
-    ``[a, m−b]``); ``a = b = 0``: ``m//2`` plus the odd unit to child ``coin``.
-    ``"zero_respecting"`` (SPEC §3): exactly one of ``a, b`` zero → it gets 0; both zero →
-    child ``coin`` gets ``m``; otherwise proportional.
+    ``"proportional"`` (jaxsynth's comparable split for PMM, Zare Moayedi et al. §3):
+    ``m0 = round(m a/(a+b))`` clipped into the comparable interval
+    (``[max(0, m−b), min(a, m)]`` if ``a+b ≥ m``, else ``[a, m−b]``); ``a = b = 0``:
+    ``m//2`` plus the odd unit to child ``coin``.  ``"zero_respecting"`` (Zare Moayedi et
+    al. Algorithm 2): exactly one of ``a, b`` zero → it gets 0; both zero → child ``coin``
+    gets ``m``; otherwise proportional.
     """
     m, a, b, coin = (np.asarray(v, dtype=np.int64) for v in (m, a, b, coin))
     total = a + b
@@ -255,7 +262,7 @@ def _result(**kw) -> dict:
     return kw
 
 
-# ----------------------------------------------------------------------- dense PMM (SPEC §2)
+# --------------------------------------------------------------------------------- dense PMM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +305,7 @@ def _heap_centers(index: np.ndarray, r: int, d: int) -> np.ndarray:
 def pmm_dense(prep: DensePrep, sigmas, sigma0: float, rng: np.random.Generator,
               rule: str = "proportional", *, method: str = "exponential",
               trace: bool = False) -> dict:
-    """One replicate of full-tree PMM (SPEC §2) or dense Pruned-PMM (SPEC §3).
+    """One replicate of full-tree PMM (Zare Moayedi et al. §3) or dense Pruned-PMM (§4.1).
 
     Every node ``θ`` of the complete tree of depth ``r = len(sigmas)`` gets
     ``n'_θ = (n_θ + LapZ(σ_{|θ|}))_+``; root ``m = max(1, n + LapZ(σ0))``; top-down, level
@@ -307,8 +314,8 @@ def pmm_dense(prep: DensePrep, sigmas, sigma0: float, rng: np.random.Generator,
     zero).  Atoms: the leaves with positive mass at their cell centers.
 
     Returns (``_result``): ``m``, ``leaf_mass`` [2^r] int64 (heap order), ``points`` [M, d],
-    ``weights`` [M], ``visited`` (PMM: ``2^{r+1}−1``; zero-respecting: SPEC §3's
-    ``1 + 2Σ_{j<r}|A_j|``), ``nodes_drawn`` (``2^{r+1}−1``), ``leaves`` (= ``atoms``,
+    ``weights`` [M], ``visited`` (PMM: ``2^{r+1}−1``; zero-respecting:
+    ``N_vis = 1 + 2Σ_{j<r}|A_j|``), ``nodes_drawn`` (``2^{r+1}−1``), ``leaves`` (= ``atoms``,
     leaves with positive mass), ``depth``, ``variates``, ``w1_linf``, ``w1_l2`` (exact
     tree W1 on the complete depth-``r`` tree), and with ``trace`` the per-level
     ``(m, a, b, m0)`` of every split.
@@ -348,7 +355,7 @@ def pmm_dense(prep: DensePrep, sigmas, sigma0: float, rng: np.random.Generator,
     return out
 
 
-# --------------------------------------------------------------- sparse Pruned-PMM (SPEC §3)
+# ------------------------------------------------------------------------- sparse Pruned-PMM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,7 +397,7 @@ def prepare_sparse(X, r: int, occupancy: bool = False) -> SparsePrep:
 
 def pruned_pmm_sparse(prep: SparsePrep, sigmas, sigma0: float, rng: np.random.Generator,
                       *, method: str = "exponential", trace: bool = False) -> dict:
-    """One replicate of Pruned-PMM (SPEC §3) following only the active nodes.
+    """One replicate of Pruned-PMM (Zare Moayedi et al. Alg. 1) following only the active nodes.
 
     Root ``m = max(1, n + LapZ(σ0))``.  For each level ``j < r = len(sigmas)``, with ``K``
     active nodes: every live point maps to child slot ``2·label + bit_j``; a bincount
@@ -463,7 +470,7 @@ def pruned_pmm_sparse(prep: SparsePrep, sigmas, sigma0: float, rng: np.random.Ge
     return out
 
 
-# ----------------------------------------------------------- Adaptive Pruned-PMM (SPEC §4)
+# --------------------------------------------------------------------- Adaptive Pruned-PMM
 
 
 def _floor(v: float) -> int:
@@ -471,14 +478,14 @@ def _floor(v: float) -> int:
 
 
 def adaptive_max_depth(n: int, d: int, eps_main: float) -> int:
-    """``L = ⌊d·log2(ε_main n)⌋`` (seed 001 §B.6); requires ``ε_main n ≥ 2``."""
+    """``L = ⌊d·log2(ε_main n)⌋`` (Zare Moayedi et al. §B.6); requires ``ε_main n ≥ 2``."""
     if not eps_main * n >= 2:
         raise ValueError(f"eps_main * n = {eps_main * n:g} must be >= 2")
     return max(1, _floor(d * math.log2(eps_main * n)))
 
 
 def adaptive_candidates(n: int, d: int, eps_main: float, C: float = 1.0) -> dict:
-    """Standard candidate set ``s = 1..d`` (SPEC §4), float64.
+    """Standard candidate set ``s = 1..d`` (Zare Moayedi et al. §B.1), float64.
 
     ``r_1 = L``, ``r_s = max{1, ⌊(d/s) log2(1 + ε_main n ((s−1)/d)^2)⌋}``;
     ``q_s = 2^{(s−1)/(2d)}``, ``A_{s,r} = 2Σ_{j<r} q_s^j``, ``σ_{j+1} = A/(ε_main q_s^j)``;
@@ -532,7 +539,7 @@ def prepare_adaptive(X, eps: float, eps_sel: float = 0.1) -> SparsePrep:
 
 def adaptive_select(prep: SparsePrep, eps: float, eps_sel: float = 0.1) -> dict:
     """Candidates, scores, sensitivity and exponential-mechanism probabilities
-    ``P(a) ∝ exp(−ε_sel (B_a − min B)/(2Δ))`` (SPEC §1, §4); no randomness."""
+    ``P(a) ∝ exp(−ε_sel (B_a − min B)/(2Δ))`` (Zare Moayedi et al. §B.2); no randomness."""
     eps_sel_abs, eps_main = _split_budget(eps, eps_sel)
     cands = adaptive_candidates(prep.n, prep.d, eps_main)
     if prep.occupancy is None or prep.r < cands["L"]:
@@ -545,9 +552,9 @@ def adaptive_select(prep: SparsePrep, eps: float, eps_sel: float = 0.1) -> dict:
 
 def adaptive_pruned_pmm(prep: SparsePrep, eps: float, rng: np.random.Generator,
                         eps_sel: float = 0.1, *, method: str = "exponential") -> dict:
-    """One replicate of Adaptive Pruned-PMM (SPEC §4; standard candidates, ``C = 1``).
+    """One replicate of Adaptive Pruned-PMM (Zare Moayedi et al. §4.2; standard candidates).
 
-    ``ε_sel = eps_sel·ε``, ``ε_main = (1 − eps_sel)·ε``.  Scores from the prepared
+    ``C = 1``; ``ε_sel = eps_sel·ε``, ``ε_main = (1 − eps_sel)·ε``.  Scores from the prepared
     occupancy profile; one categorical draw (inverse cdf, 1 variate) from the
     exponential-mechanism probabilities; then ``pruned_pmm_sparse`` with the selected
     depth and schedule and ``σ0 = 1/ε_main``.  Replacement adjacency, ``ε``-DP.
@@ -566,7 +573,7 @@ def adaptive_pruned_pmm(prep: SparsePrep, eps: float, rng: np.random.Generator,
     return out
 
 
-# --------------------------------------------------------------------- PrivTree (SPEC §5)
+# ------------------------------------------------------------------------------- PrivTree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -581,7 +588,7 @@ class PrivTreePrep:
 
 
 def default_depth_cap(n: int, d: int, eps: float) -> int:
-    """``d·(⌈log2(εn)⌉ + 1)`` (SPEC §5 / ``jaxsynth.mechanisms.privtree``)."""
+    """``d·(⌈log2(εn)⌉ + 1)`` (the default of ``jaxsynth.mechanisms.privtree``)."""
     return d * (max(0, math.ceil(math.log2(max(eps * n, 1.0)) - 1e-12)) + 1)
 
 
@@ -594,7 +601,7 @@ def prepare_privtree(X, depth_cap: int) -> PrivTreePrep:
 
 
 def privtree_parameters(eps: float):
-    """``(λ, δ, leaf scale)`` in count units: ``λ = 6/ε``, ``δ = λ ln 2``, ``2/ε`` (SPEC §5)."""
+    """``(λ, δ, leaf scale)`` in count units: ``λ = 6/ε``, ``δ = λ ln 2``, ``2/ε`` (He §5.2)."""
     lam = 6.0 / eps
     return lam, lam * math.log(2.0), 2.0 / eps
 
@@ -702,7 +709,7 @@ def _privtree_core(n, d, cap, eps, rng, bit_fn, window=None, scale=1.0):
 
 
 def privtree(prep: PrivTreePrep, eps: float, depth_cap: int, rng: np.random.Generator) -> dict:
-    """One replicate of PrivTree + Laplace leaf masses (SPEC §5; seed 000 §3, §5.2).
+    """One replicate of PrivTree + Laplace leaf masses (He §3, §5.2).
 
     Add/remove adjacency, ``ε``-DP: tree ``ε/2`` (split iff
     ``max(c − kδ, −δ) + Lap(λ) > 0``, ``λ = 6/ε``, ``δ = λ ln 2``, counts), leaf counts
@@ -726,7 +733,7 @@ def privtree(prep: PrivTreePrep, eps: float, depth_cap: int, rng: np.random.Gene
 
 
 def privtree_shifted(X, eps: float, depth_cap: int, rng: np.random.Generator) -> dict:
-    """One replicate of PrivTree on a randomly shifted partition (SPEC §5, seed 000 §6).
+    """One replicate of PrivTree on a randomly shifted partition (He §6).
 
     ``U = rng.random(d)`` (public, ``d`` variates); ``y = (x + U)/2`` lies in the window
     ``W = [U/2, (1+U)/2]``, partitioned by the standard cyclic partition of [0,1]^d (the

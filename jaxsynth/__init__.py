@@ -9,32 +9,57 @@
 The package follows the pipeline: ``core`` (partition, data tree and descent, keys,
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for
 every plan), ``wasserstein`` (W1), ``experiments`` (data sets, sweeps, result store,
-rates, plots), ``cli``.  SPEC §10 lists the public surface.
+rates, plots), ``audit``, ``cli``.  The public surface is ``__all__`` (some names
+load on first use) and the README's API table.
 """
 
+import importlib
+
 from jaxsynth.api import prepare, release, release_batch
-from jaxsynth.audit import audit
 from jaxsynth.compilation import enable_compilation_cache
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
-from jaxsynth.experiments import datasets, plots
-from jaxsynth.experiments.rates import estimate_rate
-from jaxsynth.experiments.sweep import simulate
+from jaxsynth.experiments import datasets
 from jaxsynth.mechanisms import oracle
 from jaxsynth.mechanisms.adaptive import AdaptivePrunedPMM
 from jaxsynth.mechanisms.pmm import PMM, PrunedPMM
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.wasserstein.dispatch import w1
 
+_LAZY = {
+    "audit": ("jaxsynth.audit", None),
+    "audit_mechanism": ("jaxsynth.audit.auditor", "audit_mechanism"),
+    "estimate_rate": ("jaxsynth.experiments.rates", "estimate_rate"),
+    "plots": ("jaxsynth.experiments.plots", None),
+    "simulate": ("jaxsynth.experiments.sweep", "simulate"),
+}
+"""Names whose modules load pandas, matplotlib or SciPy's statistics: imported on first
+use, so ``import jaxsynth`` costs little more than ``import jax``."""
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'jaxsynth' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "AdaptivePrunedPMM",
     "DataTree",
+    "NotPrivateDiagnostics",
     "PMM",
     "PrivTree",
     "PrunedPMM",
-    "NotPrivateDiagnostics",
     "SyntheticMeasure",
-    "audit",
+    "audit_mechanism",
     "datasets",
     "enable_compilation_cache",
     "estimate_rate",

@@ -1,6 +1,6 @@
 """Public entry points: one replicate (``release``) or a grid of ε × seeds (``release_batch``).
 
-SPEC §10.  Data-dependent work (the Morton sort and every cell count, ``DataTree``) is
+Data-dependent work (the Morton sort and every cell count, ``DataTree``) is
 done once per call, or once per data set when a prepared ``DataTree`` is passed; only
 the noise is batched (``jaxsynth.engine``).  Replicate ``s`` of ``release_batch(key, ...)``
 uses the key ``jax.random.fold_in(key, s)`` for every ε, so it equals

@@ -1,4 +1,4 @@
-"""The ``jaxsynth`` command line: ``demo``, ``simulate``, ``rate`` (SPEC §10).
+"""The ``jaxsynth`` command line: ``demo``, ``simulate``, ``rate``, ``audit``.
 
 Wrong arguments print one line ``jaxsynth: error: ...`` on stderr and exit with status 2
 (argument errors and ``ValueError`` from the library alike), before any work; no
@@ -13,6 +13,7 @@ quantity the papers' rates bound, certified to 1% (``w1_exact_lower``,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -226,7 +227,9 @@ def _demo(args) -> None:
     start = time.perf_counter()
     df = simulate(list(DEMO_MECHANISMS), DEMO_DATA, eps=[1.0], seeds=args.seeds,
                   n=list(DEMO_N), metrics=["exact"], out=csv, progress=not args.quiet)
-    print(f"wrote {csv} ({df.attrs['file_rows']} rows, {time.perf_counter() - start:.0f} s)\n")
+    new = df.attrs["new_rows"]
+    done = f"{new} rows computed now" if new else "nothing to compute: every row was there"
+    print(f"{csv}: {df.attrs['file_rows']} rows ({done}, {time.perf_counter() - start:.0f} s)\n")
     _report(df, "w1_exact_upper", ["mechanism", "data"], 1000, 0.95, png)
 
 
@@ -280,10 +283,16 @@ def main(argv=None) -> int:
 
             enable_compilation_cache()
         {"demo": _demo, "simulate": _simulate, "rate": _rate, "audit": _audit}[args.command](args)
-    except (_UsageError, ValueError, OSError) as exc:  # OSError: a full disk, say
-        message = " ".join(str(exc).split())
-        print(f"jaxsynth: error: {message}", file=sys.stderr)
-        return 1 if isinstance(exc, OSError) else 2
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except (_UsageError, ValueError) as exc:
+        print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # stdout closed early (``| head``): the results are on disk
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a full disk, say
+        print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("jaxsynth: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

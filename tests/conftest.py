@@ -8,14 +8,22 @@ are kept.  The library itself never changes XLA or JAX configuration.
 ``JAXSYNTH_FULL_TESTS=1`` runs the slow-marked tests at their full sizes (10^6 audit
 releases, 10^7-point scale run); by default they run in the reduced form CI affords.
 
-The command line enables JAX's persistent compilation cache.  Tests call it in this
-process, and the suite crashed (a segmentation fault inside JAX's cache reads and writes,
-in a later test's compilation) when the cache was on in the test process; so the test
-process runs with ``JAXSYNTH_NO_CACHE=1``.  Subprocesses the tests start (the command
-line, notebook kernels) choose their own caches.
+Memory maps.  Every executable XLA compiles on the CPU keeps about 18 memory mappings
+while it lives, and JAX keeps every executable of a live function.  The suite compiles
+thousands of kernels in one process, and past the kernel's ``vm.max_map_count`` (65530 by
+default) LLVM's next allocation fails: the run died in a compilation, with a segmentation
+fault or an abort, at a different test each time.  After any test that leaves the process
+above ``MAP_BUDGET`` mappings, the compilation caches are cleared
+(``jax.clear_caches``), which frees the executables; later tests recompile what they need.
+
+The test process runs with ``JAXSYNTH_NO_CACHE=1`` (the command line's ``main``, called
+in process, would otherwise turn JAX's persistent compilation cache on for every later
+test).  Subprocesses the tests start (the command line, notebook kernels) choose their
+own caches.
 """
 
 import os
+from pathlib import Path
 
 os.environ["JAXSYNTH_NO_CACHE"] = "1"
 
@@ -24,6 +32,7 @@ os.environ["XLA_FLAGS"] = f"{_FAST_COMPILE} {os.environ.get('XLA_FLAGS', '')}".s
 
 import collections  # noqa: E402
 import contextlib  # noqa: E402
+import gc  # noqa: E402
 import logging  # noqa: E402
 import re  # noqa: E402
 
@@ -31,6 +40,31 @@ import jax  # noqa: E402
 
 FULL_TESTS = os.environ.get("JAXSYNTH_FULL_TESTS", "") not in ("", "0")
 """Run slow-marked tests at full size (see the module docstring)."""
+
+
+def _max_map_count() -> int:
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return 65530
+
+
+MAP_BUDGET = _max_map_count() // 3
+"""Memory mappings above which the compilation caches are cleared (see the docstring)."""
+
+
+def _mappings() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux: nothing to watch
+        return 0
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if _mappings() > MAP_BUDGET:
+        jax.clear_caches()
+        gc.collect()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Tests of the command line (jaxsynth/cli.py; SPEC §10).
+"""Tests of the command line (jaxsynth/cli.py).
 
 Truth: the CLI's file equals ``js.simulate`` for the same arguments, also after a
 ``kill -9`` and a rerun; wrong arguments give one line on stderr and status 2.
@@ -144,6 +144,23 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed
     assert "(eps n)^(-1/2)" in printed and "w1_exact_lower" in printed
+    assert "16 rows computed now" in printed
+    assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
+    assert "nothing to compute: every row was there" in capsys.readouterr().out
+
+
+def test_output_piped_into_a_reader_that_stops_early(tmp_path, tmp_path_factory):
+    """``jaxsynth simulate … | head``: no "Broken pipe" and status 0 (the file is written).
+    The reader here (``true``) exits at once, so every write meets a closed pipe."""
+    env = _env(tmp_path_factory)
+    command = (f"{sys.executable} -m jaxsynth simulate {' '.join(SWEEP)} --seeds 2 --metric tree "
+               f"--out {tmp_path / 'piped.csv'} --quiet | true; "
+               "echo status ${PIPESTATUS[0]}")
+    done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.strip() == "status 0", done.stderr
+    assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr
+    assert len(pd.read_csv(tmp_path / "piped.csv")) == 2 * 2 * 2
 
 
 def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):

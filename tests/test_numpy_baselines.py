@@ -1,7 +1,7 @@
 """Checks of the NumPy baselines (benchmarks/numpy_baselines.py) against independent truth.
 
 Exact laws (LapZ pmf, PrivTree split probabilities and expected leaves), POT ``emd2`` on
-explicit tree-distance matrices built from SPEC §0 cell indices, the consistency
+explicit tree-distance matrices built from the partition's cell indices, the consistency
 invariants, the partition / window geometry of PrivTree, and agreement in law of the
 sparse and dense Pruned-PMM executions.  All seeds are fixed (deterministic).
 """
@@ -27,7 +27,7 @@ from tests.mechanisms import reference_pmm as ref  # noqa: E402
 
 
 def cell_index(P, j, d):
-    """SPEC §0 cell index of points P [N, d] at level j: min(⌊x 2^k⌋, 2^k − 1) [N, d]."""
+    """Cell index of points P [N, d] at level j: min(⌊x 2^k⌋, 2^k − 1) [N, d]."""
     k = j // d + (np.arange(d) < j % d)
     return np.minimum(np.floor(P * 2.0**k), 2.0**k - 1)
 
@@ -52,7 +52,7 @@ def lca_levels(P, dp, Q, dq, d):
 
 
 def tree_cost(P, dp, Q, dq, d, metric):
-    """Tree distance of SPEC §7: diam(lca) − (diam(a) + diam(b))/2."""
+    """Ultrametric tree distance: diam(lca) − (diam(a) + diam(b))/2."""
     lca = lca_levels(P, dp, Q, dq, d)
     dp, dq = np.broadcast_to(dp, len(P)), np.broadcast_to(dq, len(Q))
     return diam(lca, d, metric) - (diam(dp, d, metric)[:, None] + diam(dq, d, metric)[None]) / 2
@@ -121,7 +121,7 @@ def test_lapz_matches_exact_law(method, sigma):
 
 
 def scalar_rule(m, a, b, coin, rule):
-    """SPEC §2 step 4 / §3, one node at a time (the per-node reference's rules)."""
+    """The proportional and zero-respecting rules, one node at a time (the per-node reference's)."""
     return (ref.zero_respecting if rule == "zero_respecting" else ref.proportional)(m, a, b, coin)
 
 
@@ -203,7 +203,7 @@ def test_pmm_family_tree_w1_matches_emd(d, r):
             for metric in ("linf", "l2"):
                 cost = tree_cost(X, r, out["points"], r, d, metric)
                 assert out[f"w1_{metric}"] == pytest.approx(emd(X, out["weights"], cost), abs=1e-12)
-                # the SPEC §7 upper bound holds against the true ground cost
+                # the tree upper bound holds against the true ground cost
                 true = cdist(X, out["points"], "euclidean" if metric == "l2" else "chebyshev")
                 bound = out[f"w1_{metric}"] + diam(r, d, metric)
                 assert emd(X, out["weights"], true) <= bound + 1e-12

@@ -1,4 +1,4 @@
-"""Every bad input gets a clear refusal, before any work (SPEC §0).
+"""Every bad input gets a clear refusal, before any work.
 
 Truth: through the API, a ``ValueError`` whose message names the argument; through the
 command line, exit status 2 and one line ``jaxsynth: error: ...`` on stderr, no

@@ -1,19 +1,34 @@
-"""Monte Carlo privacy auditing of the mechanisms (SPEC §10 ``js.audit``).
+"""Monte Carlo privacy auditing of the mechanisms (``jaxsynth audit``).
 
-``audit(mech, eps)`` releases many replicates of worst-case neighbouring data sets
-(``neighbours``), chooses output events on half of them (``events``) and reports
+``audit_mechanism(mech, eps)`` releases many replicates of worst-case neighbouring data
+sets (``neighbours``), chooses output events on half of them (``events``) and reports
 Clopper–Pearson lower bounds on the privacy loss (``bounds``) beside the claimed ε, for the
 released measure (black-box, ``features``) and for the transcript the privacy proof covers
-(white-box, ``whitebox``).  ``audit_table`` renders the results (``jaxsynth audit``).
+(white-box, ``whitebox``).  ``audit_table`` renders the results.
+
+The auditor was once called as ``jaxsynth.audit(...)``, which hid this package; calling
+the package now says to use ``audit_mechanism``.
 """
+
+import sys
+import types
 
 from jaxsynth.audit.auditor import (
     MECHANISMS,
     AuditResult,
     Finding,
-    audit,
     audit_all,
+    audit_mechanism,
     audit_table,
 )
 
-__all__ = ["MECHANISMS", "AuditResult", "Finding", "audit", "audit_all", "audit_table"]
+__all__ = ["MECHANISMS", "AuditResult", "Finding", "audit_all", "audit_mechanism", "audit_table"]
+
+
+class _AuditPackage(types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        raise TypeError("jaxsynth.audit is the auditing package; call "
+                        "jaxsynth.audit_mechanism(mech, eps, ...) to audit a mechanism")
+
+
+sys.modules[__name__].__class__ = _AuditPackage

@@ -1,4 +1,4 @@
-"""The Monte Carlo privacy auditor: ``audit(mech, eps)`` and the audit table.
+"""The Monte Carlo privacy auditor: ``audit_mechanism(mech, eps)`` and the audit table.
 
 For a mechanism and worst-case neighbours under the adjacency it claims
 (``jaxsynth.audit.neighbours``), the auditor releases many independent replicates of each
@@ -239,7 +239,7 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
     bb_reduce, names = features.measure_reducer(R, 1, np.stack(neighbours.corners(1)), True)
     dense = plans[0].kernel is pmm_kernels.dense_kernel
     wb_plans = plans
-    if not dense:  # the transcript comes from the dense engine (same law, SPEC §3)
+    if not dense:  # the transcript comes from the dense engine (same law as the sparse one)
         wb_plans = [dataclasses.replace(small, engine="dense").plan(t, np.array([eps]))
                     for t in trees]
     wb_plans = [_transcript_plan(p) for p in wb_plans]
@@ -320,7 +320,8 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
                  _stream(key, i, replicates), reduce, "sparse") for i, p in enumerate(plans)]
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
     findings.append(_finding("black-box: released measure", claimed, black, alpha))
-    # white-box: the selection, on score neighbours at the sensitivity of SPEC §4
+    # white-box: the selection, on score neighbours at the sensitivity Δ
+    # (Zare Moayedi et al., arXiv 2609.33363, §B.2)
     eps_sel, eps_main = float(plan.budget["eps_sel"][0]), float(plan.budget["eps_main"][0])
     depths = np.asarray(plan.params["depths"][0])
     spec_delta = whitebox.spec_sensitivity(plan.info["candidate_s"][0], depths, n, d, eps_main,
@@ -364,10 +365,10 @@ def _resolve(mech):
     return mech
 
 
-def audit(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
+def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
           confidence: float = DEFAULT_CONFIDENCE, key=0, depth: int | None = None
           ) -> AuditResult:
-    """Monte Carlo privacy audit of ``mech`` at budget ``eps`` (SPEC §10 ``js.audit``).
+    """Monte Carlo privacy audit of ``mech`` at budget ``eps`` (``js.audit``).
 
     Args:
       mech: a mechanism config (``PMM``, ``PrunedPMM``, ``AdaptivePrunedPMM``,
@@ -422,7 +423,7 @@ MECHANISMS = ("pmm", "pruned-pmm", "adaptive-pruned-pmm", "privtree", "privtree-
 def audit_all(eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
               confidence: float = DEFAULT_CONFIDENCE, key=0, mechanisms=MECHANISMS) -> list:
     """``audit`` every mechanism of ``mechanisms`` (names or configs) at ``eps``."""
-    return [audit(m, eps, replicates=replicates, confidence=confidence, key=key)
+    return [audit_mechanism(m, eps, replicates=replicates, confidence=confidence, key=key)
             for m in mechanisms]
 
 

@@ -1,7 +1,7 @@
 """Clopper–Pearson bounds and lower confidence bounds on a privacy loss.
 
 An ε-DP mechanism ``M`` satisfies ``P[M(X) ∈ E] ≤ e^ε P[M(X') ∈ E]`` for every event ``E``
-and neighbours ``X, X'`` (SPEC §2–§5 state which adjacency each mechanism claims).  With
+and neighbours ``X, X'`` (each mechanism's ``accounting`` names the adjacency it claims).  With
 ``k`` of ``n`` independent releases of ``X`` in ``E`` and ``k'`` of ``n'`` releases of
 ``X'``, the one-sided Clopper–Pearson bounds ``p_lo(k, n)`` and ``p_hi(k', n')``, each at
 level ``1 − α/2``, hold together with probability at least ``1 − α`` (a union bound),

@@ -1,4 +1,4 @@
-"""The ``jaxsynth audit`` subcommand (SPEC §10): the audit table of the real mechanisms.
+"""The ``jaxsynth audit`` subcommand: the audit table of the real mechanisms.
 
 ``jaxsynth audit`` with no options audits every mechanism of ``auditor.MECHANISMS`` at
 ε = 1 with 10^6 releases per data set and prints the markdown table; ``--mechanism``,
@@ -8,6 +8,9 @@ the command line prints as one line (exit status 2).
 """
 
 from __future__ import annotations
+
+import sys
+import time
 
 from jaxsynth.core.validate import check_epsilon, check_fraction, check_positive_int
 
@@ -33,11 +36,12 @@ def add_parser(sub, names) -> None:
         help="tree depth of the PMM family (default 2) or depth cap of PrivTree's black-box "
         "runs (default 3)")
     arg("--details", action="store_true", help="also list the event each audit tested")
+    arg("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def run(args) -> None:
     """Check the options, run the audits, print the table (and the events)."""
-    from jaxsynth.audit.auditor import MIN_REPLICATES, audit, audit_table
+    from jaxsynth.audit.auditor import MIN_REPLICATES, audit_mechanism, audit_table
     from jaxsynth.mechanisms.registry import mechanism
 
     if not args.mechanism:
@@ -56,9 +60,17 @@ def run(args) -> None:
             raise ValueError("--depth does not apply to adaptive-pruned-pmm, which selects its "
                              "own depth; audit it separately")
     results = []
-    for m in mechs:
-        results.append(audit(m, args.eps, replicates=args.replicates,
-                             confidence=args.confidence, key=args.seed, depth=args.depth))
+    for i, m in enumerate(mechs):
+        if not args.quiet:  # progress on stderr: each mechanism takes a while
+            print(f"jaxsynth audit: [{i + 1}/{len(mechs)}] {m.name}: {args.replicates} "
+                  "releases per data set ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        results.append(audit_mechanism(m, args.eps, replicates=args.replicates,
+                                       confidence=args.confidence, key=args.seed,
+                                       depth=args.depth))
+        if not args.quiet:
+            print(f"jaxsynth audit: [{i + 1}/{len(mechs)}] {m.name}: {results[-1].verdict} "
+                  f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     print(audit_table(results))
     if args.details:
         for r in results:

@@ -1,6 +1,6 @@
 """Features of released measures and transcripts, computed on the device per chunk.
 
-A black-box audit sees only what a mechanism releases (SPEC §10: the atoms ``points``,
+A black-box audit sees only what a mechanism releases (``SyntheticMeasure``: the atoms ``points``,
 ``weights``, ``leaf_depth`` and the size ``m``); its events are level sets of these
 features:
 

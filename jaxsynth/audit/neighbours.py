@@ -1,12 +1,12 @@
-"""Worst-case neighbouring data sets for the privacy audit (SPEC §2–§5 adjacencies).
+"""Worst-case neighbouring data sets for the privacy audit, under each mechanism's adjacency.
 
 Every data set here is made of points stacked at two far corners of the cube,
 ``x0 = (2^-20, …)`` and ``x1 = (1 − 2^-20, …)``: they lie in the first and the last cell
 of every level up to 20 bisections per coordinate, so a neighbouring pair changes the true
 counts of whole root-to-leaf paths at once, and nothing else.  That is the worst case of
-every mechanism audited (the noisy counts of a path carry the whole privacy loss of seed
-001 Thm A.3 and of PrivTree's path argument), and it lets a small tree (depth 1–3) reveal
-the noise most directly.
+every mechanism audited (the noisy counts of a path carry the whole privacy loss of Zare
+Moayedi et al., arXiv 2609.33363, Thm A.3 and of PrivTree's path argument), and it lets a
+small tree (depth 1–3) reveal the noise most directly.
 
 * **replacement** (PMM, Pruned-PMM, Adaptive Pruned-PMM): ``X`` has ``k + 1`` points at
   ``x0`` and ``k`` at ``x1``; ``X'`` moves one point from ``x0`` to ``x1``.  The counts

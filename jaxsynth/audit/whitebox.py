@@ -2,18 +2,21 @@
 
 A black-box audit of a released measure sees the noise only through consistency and
 reconstruction, so it bounds the privacy loss far below ε even for a broken sampler.  The
-proofs of SPEC §2–§5 are about transcripts of independent noisy quantities; auditing
-those directly makes a bug show at the claimed ε:
+privacy proofs (Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
+Private Synthetic Data", arXiv 2609.33363, Thm A.3 and §B.4; Zhang, Xiao, Xie, "PrivTree",
+SIGMOD 2016) are about transcripts of independent noisy quantities; auditing those
+directly makes a bug show at the claimed ε:
 
-* **PMM family** (seed 001 Thm A.3): the noisy counts ``(n_θ + λ_θ)_+`` of every node,
-  read from the dense kernel itself (``DenseStatic.transcript``).  The privacy loss of a
+* **PMM family** (Zare Moayedi et al. Thm A.3): the noisy counts ``(n_θ + λ_θ)_+`` of
+  every node, read from the dense kernel itself (``DenseStatic.transcript``).  The privacy loss of a
   transcript ``t`` under the claimed noise is exact,
   ``L(t) = Σ_θ ln p_{n_θ(X)}(t_θ) − ln p_{n_θ(X')}(t_θ)`` with ``p_c`` the pmf of
   ``(c + LapZ(σ))_+`` (``claimed_llr``); it is one of the scores whose level sets the
   auditor tries (``events``), beside the empirical likelihood ratio, which finds what the
   claimed pmf does not predict (a sampler with the wrong law).
-* **PrivTree** (Zhang–Xiao–Xie 2016, the path argument; seed 000 §3): with every point of
-  ``X`` at ``x0`` and ``X' = X + {x0}``, only the split tests on ``x0``'s path and the
+* **PrivTree** (Zhang–Xiao–Xie 2016, the path argument; Y. He, "Intrinsic-Dimensional
+  Wasserstein Guarantees for Private Synthetic Measures" §3): with every point of ``X`` at
+  ``x0`` and ``X' = X + {x0}``, only the split tests on ``x0``'s path and the
   Laplace mass of ``x0``'s leaf see different counts (``c`` vs ``c + 1``).  Each test and
   the leaf noise draw independent words, so the probability of the event "the path is
   split down to level ``K`` and the leaf's noisy mass is at least ``τ``" is the product of
@@ -22,10 +25,10 @@ those directly makes a bug show at the claimed ε:
   draws of the kernel's split test (``TreeStatic.split``) and of its leaf noise, and adds
   per-factor Clopper–Pearson bounds (Bonferroni over the factors).  This reaches the deep,
   rarely visited levels where a missing clamp leaks, which sampling whole trees cannot.
-* **Adaptive Pruned-PMM, selection** (seed 001 §B.4): the exponential mechanism is
+* **Adaptive Pruned-PMM, selection** (Zare Moayedi et al. §B.4): the exponential mechanism is
   ``ε_sel``-DP for *any* two score vectors within the sensitivity ``Δ``; ``selection``
   feeds the kernel's own selection draw (``adaptive.select_candidate``) worst-case score
-  neighbours at the ``Δ`` of SPEC §4, recomputed here from the formula
+  neighbours at the ``Δ`` of Zare Moayedi et al. §B.2, recomputed here from the formula
   (``spec_sensitivity``), not read from the plan.  Data neighbours cannot do this: one
   replaced point moves every occupancy ``O_j`` in the same direction, so all scores move
   the same way and the selection leaks at most ``ε_sel/2`` — a halved ``Δ`` stays within
@@ -197,7 +200,7 @@ def privtree_path(split, lam, delta, leaf_scale, count: int, cap: int, replicate
 
 
 def spec_sensitivity(s, depths, n: int, d: int, eps_main: float, C: float) -> float:
-    """``Δ = max_a (4C/n)·Σ_{j<r_a} σ^{(a)}_{j+1} 2^{−j/d}`` from the formulas of SPEC §4.
+    """``Δ = max_a (4C/n)·Σ_{j<r_a} σ^{(a)}_{j+1} 2^{−j/d}`` (Zare Moayedi et al. §B.2).
 
     ``σ^{(s,r)}_{j+1} = A_{s,r}/(ε_main q_s^j)``, ``q_s = 2^{(s−1)/(2d)}``,
     ``A_{s,r} = 2 Σ_{j<r} q_s^j`` — computed here independently of the mechanism's code.
@@ -238,7 +241,7 @@ def selection(select, sensitivity: float, eps_sel: float, spec_delta: float, can
     Args:
       select: the kernel's selection draw (``adaptive.select_candidate``).
       sensitivity, eps_sel: what the plan passes to it.
-      spec_delta: the sensitivity of SPEC §4 (``spec_sensitivity``).
+      spec_delta: the sensitivity of Zare Moayedi et al. §B.2 (``spec_sensitivity``).
       candidates: number of candidates ``A ≥ 2``.
     """
     if candidates < 2:
@@ -272,5 +275,5 @@ def selection(select, sensitivity: float, eps_sel: float, spec_delta: float, can
     ratio = "P[B]/P[B']" if choice.x_over_y else "P[B']/P[B]"
     description = (f"target candidate {picked} selected ({ratio}); scores B: target "
                    f"{SELECTION_GAPS[g]:g}·2Δ/ε_sel above the rest, B': target −Δ, rest +Δ "
-                   f"(Δ = {spec_delta:.4g} from SPEC §4)")
+                   f"(Δ = {spec_delta:.4g} from the paper's formula)")
     return events.Outcome(choice, result, description)

@@ -1,4 +1,9 @@
-"""Top-down consistency of noisy sibling counts (SPEC §2 step 4, §3; seed 001 Alg. 2).
+"""Top-down consistency of noisy sibling counts (PMM and Pruned-PMM).
+
+PMM (He, Vershynin, Zhu, COLT 2023; §3 of Zare Moayedi, Asadi, Yassaee, Aminian,
+"Geometry-Adaptive Mechanisms for Private Synthetic Data", arXiv 2609.33363) requires
+only comparable child masses; the proportional rule here is jaxsynth's choice of one.
+Pruned-PMM's zero-respecting rule is that paper's Algorithm 2.
 
 Given a parent mass ``m`` and the noisy child counts ``(a, b)`` (non-negative integers),
 each rule returns integers ``m0 + m1 = m``, ``m0, m1 ≥ 0``, *comparable* to ``(a, b)``:
@@ -58,7 +63,7 @@ def proportional_split(m, a, b, a_scaled, b_scaled, coin):
 
 
 def zero_respecting_split(m, a, b, a_scaled, b_scaled, coin):
-    """Zero-respecting rule of Pruned-PMM (seed 001 Algorithm 2).
+    """Zero-respecting rule of Pruned-PMM (Zare Moayedi et al. Algorithm 2).
 
     Exactly one noisy child is 0: it gets 0 and the other gets ``m``; both are 0: child
     ``coin`` gets ``m``; otherwise the proportional rule.

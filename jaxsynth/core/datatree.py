@@ -1,4 +1,4 @@
-"""The data tree: every cell count of a data set, computed once (SPEC §0; seed 001 §A.9).
+"""The data tree: every cell count of a data set, computed once.
 
 The data are sorted once by their deepest Morton code.  Then every cell at every level
 is a contiguous range of the sorted array, and the *split level* of consecutive sorted

@@ -1,4 +1,6 @@
-"""Constant-time descent from a cell to its children, on device (SPEC §3, range slots).
+"""Constant-time descent from a cell to its children, on device (range slots).
+
+The kernels use it to split a cell without per-point state.
 
 A cell is a range ``[lo, hi)`` of the Morton-sorted data (``jaxsynth.core.datatree``).
 Its two children at the next level are ``[lo, p)`` and ``[p, hi)``: within a cell the

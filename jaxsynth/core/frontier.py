@@ -1,4 +1,7 @@
-"""The frontier engine shared by the sparse mechanisms (SPEC §3, §5; seed 001 §A.9).
+"""The frontier engine shared by the sparse mechanisms.
+
+Its cost follows the visited nodes, the quantity bounded in the runtime analysis of
+Zare Moayedi et al. (arXiv 2609.33363) §A.9.
 
 A frontier is the set of tree nodes of one level that a replicate still expands, held in
 fixed-capacity slots.  A level is processed in *pieces* of ``P`` consecutive slots: every
@@ -23,7 +26,7 @@ Cell corners are computed from the paths once, at the end (``lower_corners``).
 
 ``barrier``: XLA's CPU fuser copies a cheap producer into every consumer fusion, and the
 hash → noise → consistency chain of a piece has several consumers; passing its result
-through a conditional on a runtime-true flag makes XLA compute it once (measured 4× on
+through a conditional on a runtime-true flag makes XLA compute it once (a large saving on
 the dense level step).
 """
 
@@ -118,7 +121,7 @@ def root(key, n, max_depth: int, extra) -> Nodes:
 def lower_corners(path, depth, d: int):
     """Lower corners [N, d] float32 of the level-``depth`` cells with paths [W, N].
 
-    Bit ``b_t`` adds ``2^{-(⌊t/d⌋+1)}`` to coordinate ``t mod d`` (SPEC §0); float32 is
+    Bit ``b_t`` adds ``2^{-(⌊t/d⌋+1)}`` to coordinate ``t mod d`` (``partition``); float32 is
     exact while a coordinate has at most 24 bisections.
     """
 

@@ -8,12 +8,13 @@ of a mechanism draws the same words for the same node.
 
 Keys.  Replicate ``s`` of a batch drawn with key ``K`` uses ``fold_in(K, s)``
 (``jax.random.fold_in``).  Inside a replicate, a node at level ``j`` with path bits
-``b_0 … b_{j-1}`` (SPEC §0) is addressed by a *chunk key* and a *path word*: the chunk
-key of levels ``32t … 32t+31`` is the replicate key for ``t = 0`` and otherwise
-``H(chunk key of t−1, (CHUNK·32, b_{32(t−1)} … b_{32t−1}))``; the path word holds the bits
-``b_{32t} … b_{j−1}`` left-aligned (bit ``b_{32t}`` at position 31).  The counter of a
-node draw is ``(tag·32 + j mod 32, path word)``: unique per node and tag, so no node
-needs a key of its own and a complete tree of depth ≤ 31 is pure counter mode.
+``b_0 … b_{j-1}`` (the Morton digits of ``jaxsynth.core.partition``) is addressed by a
+*chunk key* and a *path word*: the chunk key of levels ``32t … 32t+31`` is the replicate
+key for ``t = 0`` and otherwise ``H(chunk key of t−1, (CHUNK·32, b_{32(t−1)} … b_{32t−1}))``;
+the path word holds the bits ``b_{32t} … b_{j−1}`` left-aligned (bit ``b_{32t}`` at
+position 31).  The counter of a node draw is ``(tag·32 + j mod 32, path word)``: unique
+per node and tag, so no node needs a key of its own and a complete tree of depth ≤ 31 is
+pure counter mode.
 
 Tags (``c0 >> 5``):
 
@@ -109,7 +110,8 @@ def as_raw_key(key) -> jax.Array:
 
     Raises:
       ValueError: naming ``key`` for anything else (bools, floats, strings, wrong shapes,
-        ints outside ``[0, 2^63)``).
+        a batch of typed keys, a typed key of another implementation, ints outside
+        ``[0, 2^63)``).
     """
     if isinstance(key, (bool, np.bool_)):
         raise ValueError(f"key must be an int seed or a jax PRNG key; got {key!r}")
@@ -120,7 +122,14 @@ def as_raw_key(key) -> jax.Array:
     if not isinstance(key, (jax.Array, np.ndarray)):
         raise ValueError(f"key must be an int seed or a jax PRNG key; got {type(key).__name__}")
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return jax.random.key_data(key)
+        if key.shape != ():  # a batch of keys (jax.random.split) is not one key
+            raise ValueError(f"key must be one jax PRNG key; got a batch of shape {key.shape} "
+                             "(replicates come from seeds: pass one key and seeds=...)")
+        data = jax.random.key_data(key)
+        if data.dtype != np.uint32 or data.shape != (2,):
+            raise ValueError(f"key must be a threefry2x32 jax PRNG key (jax.random.key); got "
+                             f"key data {data.dtype}{data.shape}")
+        return data
     if key.dtype != np.uint32 or key.shape != (2,):
         raise ValueError(f"key must be an int seed or a jax PRNG key; got {key.dtype}{key.shape}")
     return jnp.asarray(key)

@@ -1,4 +1,4 @@
-"""The released synthetic measure (SPEC §10) and representative-point placement.
+"""The released synthetic measure (``js.SyntheticMeasure``) and representative-point placement.
 
 A mechanism's output is a weighted point set ``μ_Y = Σ_i w_i δ_{y_i}``: representatives
 ``points`` [..., M, d] with ``weights`` [..., M] summing to 1 (zero-weight padding keeps
@@ -26,9 +26,14 @@ class SyntheticMeasure:
       points: [..., M, d] float32 representatives.
       weights: [..., M] float32 weights summing to 1 (zero on padding).
       leaf_depth: [..., M] int32 level of the partition cell holding each atom.
-      size: [...] int32, the synthetic sample size ``m``.
-      visited: [...] int32, nodes whose noisy count was materialised.
-      leaves: [...] int32, leaves with positive mass.
+      size: [...] int32: for the PMM family, the synthetic sample size ``m``; for PrivTree
+        and the oracle measures, which release a probability vector rather than a sample,
+        the number of atoms of positive weight.
+      visited: [...] int32, nodes whose noisy count was materialised (PrivTree: cells
+        whose split test was drawn).
+      leaves: [...] int32, leaves of the released tree: for the PMM family those with
+        positive mass; for PrivTree and the oracle partitions every leaf, zero-mass ones
+        included (each carries an atom, which the tree W1 needs).
       depth: [...] int32, deepest level of the released tree.
       budget: dict of [...] float arrays: ``"epsilon"`` (total) and its parts.
       info: dict of per-mechanism released fields (arrays with the same leading axes):

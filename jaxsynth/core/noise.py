@@ -1,4 +1,4 @@
-"""Exact noise laws from 32-bit random words (SPEC §1).
+"""Exact noise laws from 32-bit random words.
 
 Every variate is a function of one word of ``jaxsynth.core.keys``, so an independent
 reimplementation (the tests' per-node oracle) that draws the same words gets the same
@@ -123,7 +123,7 @@ def exponential_mechanism_logits(gaps, epsilon, sensitivity):
     """Logits ``−ε·B_a/(2Δ)`` from score gaps (lower is better; ``+inf`` excluded).
 
     With ``Δ = 0`` adjacent data sets share the scores, so the choice costs no budget
-    (seed 001 §B.4) and all mass goes to the first minimiser.
+    (Zare Moayedi et al., arXiv 2609.33363, §B.4) and all mass goes to the first minimiser.
     """
     gaps = jnp.asarray(gaps, jnp.float32)
     safe = jnp.where(sensitivity > 0, sensitivity, 1.0)

@@ -1,4 +1,4 @@
-"""Cyclic binary partition of [0,1]^d: geometry and exact dyadic digits (SPEC §0).
+"""Cyclic binary partition of [0,1]^d: geometry and exact dyadic digits.
 
 A cell at level ``j`` is bisected at its midpoint along coordinate ``c = j mod d``.
 Child bit 0 is the lower half, bit 1 the upper half; the splitting hyperplane belongs
@@ -105,8 +105,9 @@ def leaf_index_to_cells(index: np.ndarray, level: int, d: int) -> np.ndarray:
 def edge_weights(depth: int, d: int, metric: str = "linf") -> np.ndarray:
     """Tree-metric edge weights ``w_j = (diam(j−1) − diam(j))/2`` for ``j = 0..depth`` (``w_0 = 0``).
 
-    The weights of the ultrametric tree metric of SPEC §7: two leaves of a depth-``r``
-    tree whose lowest common ancestor is at level ``l`` are ``diam(l) − diam(r)`` apart.
+    The weights of the ultrametric tree metric of ``jaxsynth.wasserstein.tree``: two
+    leaves of a depth-``r`` tree whose lowest common ancestor is at level ``l`` are
+    ``diam(l) − diam(r)`` apart.
     """
     diam = diameter(np.arange(depth + 1), d, metric)
     return np.concatenate([[0.0], (diam[:-1] - diam[1:]) / 2.0])
@@ -137,7 +138,7 @@ PIECE_BITS = 24
 
 
 def morton_words_of_sum(xp, x, u, depth: int, halve: bool):
-    """Exact Morton words of the real points ``z = (x + u) / 2^halve`` (SPEC §0 digits).
+    """Exact Morton words of the real points ``z = (x + u) / 2^halve``.
 
     ``x + u`` is computed as ``s + e`` exactly (Knuth's TwoSum).  With ``g = s·2^k`` (an
     exact scaling), ``⌊(s + e)·2^k⌋ = ⌊g⌋ + [g integer]·⌊e·2^k⌋``: if ``g`` is not an
@@ -145,8 +146,8 @@ def morton_words_of_sum(xp, x, u, depth: int, halve: bool):
     ``|e| ≤ ulp(s)/2`` cannot cross the integer nearest to ``g``.  Digits are taken
     ``PIECE_BITS`` at a time as integers ``⌊z·2^k⌋ mod 2^PIECE_BITS`` (exact in float32),
     then interleaved.  Coordinates with ``s + e ≥ 2^halve`` (``z_c ≥ 1``) get all ones,
-    like ``x = 1`` in SPEC §0.  Works for NumPy float64 on the host and JAX float32 on the
-    device alike.
+    like ``x = 1`` (the last cell, as above).  Works for NumPy float64 on the host and
+    JAX float32 on the device alike.
 
     Args:
       xp: ``numpy`` or ``jax.numpy``.

@@ -1,4 +1,4 @@
-"""Input checks shared by every public entry point (SPEC §0).
+"""Input checks shared by every public entry point.
 
 Bad input is refused with a ``ValueError`` that names the argument, before any work;
 nothing is clipped or coerced silently.  Booleans are booleans and numbers are numbers:
@@ -171,3 +171,51 @@ def check_output_path(path, name: str, suffixes=None) -> Path:
     if p.exists() and not os.access(p, os.W_OK):
         raise ValueError(f"{name} {text!r} exists and is not writable")
     return p
+
+
+HOST_MEMORY_SHARE = 0.25
+"""Share of the host's memory one input-sized array may take (``memory_limit``): making
+and checking an array holds a few copies of it (float64 casts, masks, sorts)."""
+
+
+def host_memory() -> int:
+    """Bytes of memory of this host: physical RAM (``os.sysconf``), or a smaller cgroup limit."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return total
+
+
+def memory_limit() -> int:
+    """Largest array (bytes) an input may ask for: ``HOST_MEMORY_SHARE`` of ``host_memory()``."""
+    return int(HOST_MEMORY_SHARE * host_memory())
+
+
+def check_fits(nbytes: float, name: str, what: str, limit: int | None = None,
+               hint: str = "ask for less", where: str | None = None) -> None:
+    """Refuse, before any work, a request whose arrays would take more than ``limit`` bytes.
+
+    ``limit`` defaults to ``memory_limit()`` (``where`` then says so; else ``where``
+    describes ``limit``).  The message names ``name`` (the argument), ``what`` (the array,
+    with its shape), both sizes and ``hint``.
+    """
+    if limit is None:
+        limit = memory_limit()
+        where = (f"{HOST_MEMORY_SHARE:.0%} of this machine's {_size(host_memory())} of "
+                 "memory")
+    if nbytes > limit:
+        where = f" ({where})" if where else ""
+        raise ValueError(f"{name}: {what} would take {_size(nbytes)}, more than the "
+                         f"{_size(limit)} allowed{where}; {hint}")
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} bytes"

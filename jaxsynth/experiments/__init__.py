@@ -1,1 +1,1 @@
-"""Experiments: data sets, Monte Carlo sweeps, the result store, rates and plots (SPEC §8–§9)."""
+"""Experiments: data sets, Monte Carlo sweeps, the result store, rates and plots."""

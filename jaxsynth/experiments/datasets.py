@@ -1,14 +1,19 @@
-"""Data sets on [0,1]^d: seeded generators, user files, explicit rescaling (SPEC §8).
+"""Data sets on [0,1]^d: seeded generators, user files, explicit rescaling.
 
-Built-in generators (``names()``):
+Built-in generators (``names()``), from the experiments of Zare Moayedi, Asadi, Yassaee,
+Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv 2609.33363) and
+Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures"
+("He" below):
 
-- the nine 2-D shapes of seed 001 §7 (Fig. 2 right, Fig. 3): ``two_moons``, ``spiral``,
+- the nine 2-D shapes of Zare Moayedi et al. §7 (Fig. 2 right, Fig. 3): ``two_moons``, ``spiral``,
   ``annulus``, ``s_curve``, ``pinwheel``, ``figure_eight``, ``four_blobs``,
   ``checkerboard``, ``cross``.  The paper names them without formulas; the geometry used
   here is stated in ``describe(name)`` and in each generator's docstring;
-- ``subspace``: a ``k``-dimensional coordinate subspace of [0,1]^d (seed 001 Fig. 2 left);
-- ``cubes``: a finite union of ``k``-dimensional coordinate cubes (seed 001 Prop. 1, §C.6);
-- ``ball``: a small Euclidean ball at the center of the cube (seed 000 §6);
+- ``subspace``: a ``k``-dimensional coordinate subspace of [0,1]^d (Zare Moayedi et al.
+  Fig. 2 left);
+- ``cubes``: a finite union of ``k``-dimensional coordinate cubes (Zare Moayedi et al.
+  Prop. 1, §C.6);
+- ``ball``: a small Euclidean ball at the center of the cube (He §6);
 - ``uniform``: the uniform cube.
 
 Randomness: ``key`` is a non-negative int or a JAX PRNG key (typed ``jax.random.key`` or
@@ -44,6 +49,7 @@ import numpy as np
 
 from jaxsynth.core.validate import (
     check_data,
+    check_fits,
     check_positive_int,
     check_real,
     check_real_array,
@@ -153,7 +159,7 @@ def _to_unit_square(rng, points, lo, hi, noise, margin) -> np.ndarray:
 
 
 def _two_moons(rng, n, *, noise=0.0, margin=0.05):
-    """Two interleaved half circles (a 1-D curve), seed 001 §7.
+    """Two interleaved half circles (a 1-D curve), Zare Moayedi et al. §7.
 
     Upper arc ``(cos θ, sin θ)`` and lower arc ``(1 - cos θ, 1/2 - sin θ)``, ``θ ∈ [0, π]``
     (the geometry of scikit-learn's ``make_moons``), uniform in arc length; box
@@ -316,16 +322,16 @@ def _sample_faces(rng, n: int, active: np.ndarray, template: np.ndarray) -> np.n
 def _subspace(rng, n, d, k, *, coords=None, value=0.5):
     """``x_A ~ U[0,1]^k`` on the coordinates ``A = coords``, the others fixed at ``value``.
 
-    Seed 001 Fig. 2 left (and App. D).  Default ``coords = (0, …, k-1)`` and ``value = 0.5``
-    for every fixed coordinate (the center of the cube; ``value`` may also give one number
-    per fixed coordinate).  Exactly ``d - k`` coordinates are constant.
+    Zare Moayedi et al. Fig. 2 left (and App. D).  Default ``coords = (0, …, k-1)`` and
+    ``value = 0.5`` for every fixed coordinate (the center of the cube; ``value`` may also
+    give one number per fixed coordinate).  Exactly ``d - k`` coordinates are constant.
     """
     coords = np.arange(k) if coords is None else coords
     return _sample_faces(rng, n, *_faces([(coords, value)], d, k))
 
 
 def _cubes(rng, n, d, k, *, components=None):
-    """Equal mixture of uniform laws on ``J`` coordinate cubes (seed 001 Prop. 1, §C.6).
+    """Equal mixture of uniform laws on ``J`` coordinate cubes (Zare Moayedi et al. Prop. 1, §C.6).
 
     ``S_l = {x : x_{A_l} ∈ [0,1]^k, x_{A_l^c} = z_l}``.  ``components`` is a sequence of
     ``(A_l, z_l)`` pairs (``z_l`` a number or ``d - k`` numbers).  Default: ``J = 3``
@@ -340,9 +346,9 @@ def _cubes(rng, n, d, k, *, components=None):
 
 
 def _ball(rng, n, d, *, radius=0.1):
-    """Uniform law on the Euclidean ball of ``radius`` around the center (seed 000 §6).
+    """Uniform law on the Euclidean ball of ``radius`` around the center.
 
-    Seed 000 §6 uses it to show that the unshifted partition pays ``2^d`` occupied cells
+    He §6 uses it to show that the unshifted partition pays ``2^d`` occupied cells
     after ``d`` levels.  Direction: normalised Gaussian; radius ``radius · U^{1/d}``.
     ``radius ≤ 1/2`` keeps the ball inside the cube.
     """
@@ -403,7 +409,7 @@ _SPECS = {
         _ball,
         "d",
         _ambient,
-        "uniform Euclidean ball at the center; dimension d (as n grows; seed 000 §6 counts "
+        "uniform Euclidean ball at the center; dimension d (as n grows; He §6 counts "
         "it as s = 0 at scales above the radius)",
     ),
     "uniform": _Spec(_uniform, "d", _ambient, "uniform cube; dimension d"),
@@ -467,10 +473,10 @@ def _resolve(name: str, d, k, options: dict):
 
 
 def intrinsic_dimension(name: str, d=None, k=None, **options) -> int:
-    """The dimension the rate theory uses for a built-in data set (SPEC §9).
+    """The dimension the rate theory uses for a built-in data set.
 
-    The exponent ``s`` in ``(εn)^{-1/s}`` (seed 000 Thm 5.9) / the packing-growth
-    dimension ``k`` (seed 001 Thm 5): log2 of the occupied-cell count grows like ``s/d``
+    The exponent ``s`` in ``(εn)^{-1/s}`` (He Thm 5.9) / the packing-growth dimension
+    ``k`` (Zare Moayedi et al. Thm 5): log2 of the occupied-cell count grows like ``s/d``
     per partition level.  Choices:
 
     - curves (``two_moons``, ``spiral``, ``s_curve``, ``pinwheel``, ``figure_eight``,
@@ -478,10 +484,10 @@ def intrinsic_dimension(name: str, d=None, k=None, **options) -> int:
       thickens the curve into a 2-D set at scales below the noise;
     - ``annulus`` (a ring of positive area), ``four_blobs`` (Gaussian blobs),
       ``checkerboard`` (squares): 2;
-    - ``subspace`` and ``cubes``: ``k`` (seed 001 Prop. 1);
+    - ``subspace`` and ``cubes``: ``k`` (Zare Moayedi et al. Prop. 1);
     - ``uniform`` and ``ball``: ``d``.  For the ball this is the asymptotic value as
-      ``n → ∞`` at fixed radius; seed 000 §6 counts a tiny ball as ``s = 0`` at scales
-      above its radius, where its covering number is O(1).
+      ``n → ∞`` at fixed radius; He §6 counts a tiny ball as ``s = 0`` at scales above
+      its radius, where its covering number is O(1).
 
     Args:
       name: a built-in name (``names()``); hyphens or underscores.
@@ -499,7 +505,7 @@ def intrinsic_dimension(name: str, d=None, k=None, **options) -> int:
 
 
 def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
-    """A built-in data set or a user file as a float64 array [n, d] inside [0,1]^d (SPEC §8).
+    """A built-in data set or a user file as a float64 array [n, d] inside [0,1]^d.
 
     Args:
       name_or_path: a built-in name (``names()``; hyphen or underscore spellings), or a
@@ -534,6 +540,10 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
         raise ValueError(f"name_or_path must be a data set name or a path; got {name_or_path!r}")
     spec, d, k = _resolve(name_or_path, d, k, options)
     n = DEFAULT_N if n is None else check_positive_int(n, "n")
+    # refused before anything is allocated: the points alone, n·d float64 (generating and
+    # checking them holds a few copies), must fit in validate.memory_limit()
+    check_fits(8.0 * n * d, "n, d", f"the data set {name_or_path!r} [n = {n}, d = {d}] "
+               "(float64)")
     dims = {"2d": (), "d": (d,), "dk": (d, k)}[spec.dims]
     X = spec.generate(_rng(key), n, *dims, **options)
     return check_data(X, name=f"generated data set {name_or_path!r}")
@@ -664,7 +674,8 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
     distance is multiplied by ``s``; the widest coordinate spans exactly
     ``[margin, 1 - margin]``, the others are centered.  Data with a single distinct point
     map to the center.  (Only floating-point rounding, of a few ulps, is clamped.)  This is
-    the explicit helper of SPEC §0; no other entry point rescales.
+    the explicit rescaling helper; no other entry point rescales (they refuse points
+    outside [0,1]^d).
 
     Every finite range is mapped, from ``±1.8e308`` to subnormal widths: each coordinate
     is first scaled by a power of two (exact) to a largest magnitude in ``[1/2, 1)``, and

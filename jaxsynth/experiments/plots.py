@@ -1,4 +1,4 @@
-"""Figures of sweeps: W1 against εn with rates, and depth sweeps (SPEC §9).
+"""Figures of sweeps: W1 against εn with rates, and depth sweeps.
 
 Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never through
 ``pyplot``: nothing opens a window and importing this module changes no global
@@ -170,7 +170,9 @@ _COMPARABLE = ("w1_exact_upper", "w1_sinkhorn", "w1_upper", "w1_tree_upper", "w1
 
 
 def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None) -> Figure:
-    """W1, seconds and visited nodes against depth, one curve per group (seed 001 Fig. 3).
+    """W1, seconds and visited nodes against depth, one curve per group.
+
+    The depth sweep of Zare Moayedi et al. (arXiv 2609.33363) Fig. 3.
 
     Args:
       df: a ``simulate`` table of a depth sweep (``jaxsynth.mechanisms.registry.depth_sweep``

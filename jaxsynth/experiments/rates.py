@@ -1,22 +1,25 @@
-"""Empirical rates: the slope of log E W1 against log(εn), beside the papers' rates (SPEC §9).
+"""Empirical rates: the slope of log E W1 against log(εn), beside the papers' rates.
 
 The slope is the least-squares slope of ``log(mean W1)`` on ``log(εn)`` over the
 (ε, n) cells of a sweep.  Its confidence interval is a percentile bootstrap that
 resamples replicates (seeds) with replacement within each cell, independently across
 cells, and refits; cells are the experimental design and stay fixed.
 
-Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension:
+Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension, from Zare
+Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic
+Data" (arXiv 2609.33363) and Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for
+Private Synthetic Measures" ("He" below):
 
-* ``pmm``, ``pruned-pmm`` at the ambient-depth rule ``r = ⌈log2(εn)⌉`` (seed 001 §7):
+* ``pmm``, ``pruned-pmm`` at the ambient-depth rule ``r = ⌈log2(εn)⌉`` (Zare Moayedi et al. §7):
   the leaf resolution ``2^{-r/d} ≈ (εn)^{-1/d}`` caps the error whatever ``s``, so the
-  bound is ``(εn)^{-1/d}`` for ``d ≥ 2`` and ``log²(εn)/(εn)`` for ``d = 1`` (seed 001
-  Thm 5 with ``k = d``).  At a fixed depth the error saturates at the resolution, and no
+  bound is ``(εn)^{-1/d}`` for ``d ≥ 2`` and ``log²(εn)/(εn)`` for ``d = 1`` (Zare Moayedi
+  et al. Thm 5 with ``k = d``).  At a fixed depth the error saturates at the resolution, and no
   exponent is given;
 * ``adaptive-pruned-pmm``: ``(εn)^{-1/k}`` for ``k ≥ 2`` and ``log²(εn)/(εn)`` for
-  ``k = 1`` (seed 001 Thm 5, Cor. 5; the selection penalty is of lower order), ``k = s``;
+  ``k = 1`` (Zare Moayedi et al. Thm 5, Cor. 5; the selection penalty is of lower order), ``k = s``;
 * ``privtree``, ``privtree-shift``: ``(log(εn)/(εn))^{1/t}`` with ``t = min(d, max(s, 2))``:
-  seed 000 Thm 5.9 gives ``t = s`` for ``2 < s ≤ d``; below that the Laplacian complexity
-  saturates (seed 000 §5.3), the bound holds for every ``t > 2`` and the ambient Thm 5.7
+  He Thm 5.9 gives ``t = s`` for ``2 < s ≤ d``; below that the Laplacian complexity
+  saturates (He §5.3), the bound holds for every ``t > 2`` and the ambient Thm 5.7
   gives ``t = d``, so ``t = 2`` is the limit (``d = 1``: ``t = 1``).
 
 Beside the exponent, ``bound_slope`` is the least-squares slope of the log of that bound
@@ -185,7 +188,7 @@ def estimate_rate(
     level: float = 0.95,
     key: int = 0,
 ) -> pd.DataFrame:
-    """Fit the slope of log E W1 against log(εn) per group, with a bootstrap interval (SPEC §9).
+    """Fit the slope of log E W1 against log(εn) per group, with a bootstrap interval.
 
     Args:
       df: a ``simulate`` table: columns ``eps``, ``n``, ``metric`` and ``by`` (``kind``,

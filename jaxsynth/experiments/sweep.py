@@ -1,4 +1,4 @@
-"""Monte Carlo sweeps: mechanisms × data sets × n × ε × seeds × W1 metrics (SPEC §9, §10).
+"""Monte Carlo sweeps: mechanisms × data sets × n × ε × seeds × W1 metrics.
 
 ``simulate`` returns one row per replicate.  Replicate ``s`` of mechanism ``M`` on data
 ``X`` at budget ``ε`` is ``js.release(jax.random.fold_in(key, s), M, X, ε)``, whatever
@@ -508,7 +508,7 @@ def simulate(
     devices=None,
     warmup: bool = False,
 ) -> pd.DataFrame:
-    """Run a Monte Carlo sweep and return one row per replicate (SPEC §9, §10).
+    """Run a Monte Carlo sweep and return one row per replicate.
 
     Sweeps mechanisms × data sets × n × ε × seeds; every replicate gets every metric.
     Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
@@ -544,7 +544,8 @@ def simulate(
         ``jaxsynth.experiments.store``).  Rows are appended as each chunk finishes.
       memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
       progress: show a tqdm progress bar (on stderr) when the sweep runs longer than 2 s.
-      ground: ground metric, ``"linf"`` (default, seed 001 §7) or ``"l2"``.
+      ground: ground metric, ``"linf"`` (default, as in Zare Moayedi et al., arXiv
+        2609.33363, §7) or ``"l2"``.
       data_key: key of the data generators (the same for every n).
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
       warmup: run each (mechanism, data set)'s first chunk once untimed, so that

@@ -1,4 +1,4 @@
-"""Mechanisms: frozen configs whose ``plan(tree, eps)`` the engine runs (SPEC §2–§6).
+"""Mechanisms: frozen configs whose ``plan(tree, eps)`` the engine runs.
 
 ``pmm`` (PMM, Pruned-PMM) and ``pmm_kernels``; ``adaptive`` (Adaptive Pruned-PMM);
 ``privtree`` and ``privtree_kernel`` (PrivTree, shifted PrivTree); ``oracle`` (non-private

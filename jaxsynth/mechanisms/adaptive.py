@@ -1,6 +1,7 @@
 """Adaptive Pruned-PMM: private choice of depth and schedule, then one Pruned-PMM run.
 
-SPEC §4; seed 001 §4.2 (Algorithm 3), §5.2, §B.1–B.6.  The budget is split
+Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic
+Data" (arXiv 2609.33363) §4.2 (Algorithm 3), §5.2, §B.1–B.6.  The budget is split
 ``ε = ε_sel + ε_main``.  From public quantities only (``n, d, ε_main``) a finite candidate
 set of depth–schedule pairs ``a = (s, r_a, σ^{(a)})`` is fixed (``s`` is a *model*
 packing dimension); the exponential mechanism with budget ``ε_sel`` picks one candidate
@@ -14,59 +15,31 @@ Formulas (``L = ⌊d·log2(ε_main n)⌋``, ``q_s = 2^{(s−1)/(2d)}``, ``A_{s,r
   the enlarged set adds, for each ``s``, ``r_s* =`` the smallest ``r ∈ 1..L`` minimising
   the public bound ``B_{s,r} = C/(ε_main n) + (2C/(ε_main n))·A_{s,r}^2 + 2·2^{−r/d}``;
 * schedule ``σ^{(s,r)}_{j+1} = A_{s,r}/(ε_main q_s^j)`` (``2Σ 1/σ = ε_main`` exactly; it is
-  the ``packing(s)`` schedule of SPEC §2 at budget ``ε_main``);
+  the ``packing(s)`` schedule of §A.8 at budget ``ε_main``);
 * score ``B_a(X) = C/(ε_main n) + (4C/n)·Σ_{j<r_a} σ_{j+1} O_j(X) 2^{−j/d} + 2·2^{−r_a/d}``;
 * sensitivity ``Δ = max_a (4C/n)·Σ_{j<r_a} σ^{(a)}_{j+1} 2^{−j/d}`` (replacing one point
   moves every ``O_j`` by at most 1), selection ``P(a) ∝ exp(−ε_sel B_a/(2Δ))``.
 
-Privacy (seed 001 §B.4): ``(ε_sel + ε_main)``-DP under *replacement* adjacency only — the
-score sensitivity and the free root count both assume a fixed ``n``.
+Privacy (Zare Moayedi et al. §B.4): ``(ε_sel + ε_main)``-DP under *replacement* adjacency
+only — the score sensitivity and the free root count both assume a fixed ``n``.
 
-Finding (seed 001 Fig. 2 setting: ``d = 8``, ``n = 30000``, ``ε = 1``, default split
-``ε_sel = 0.1``, ``ε_main = 0.9``; ``L = 117``, standard depths
-``r = (117, 34, 28, 23, 20, 17, 15, 14)`` for ``s = 1..8``; ``Δ = 0.418``, attained by
-``s = 1``; reported in ``out.info`` of a release):
+Sharpness of the selection.  One unit of score is worth ``ε_sel/(2Δ)`` nats, and ``Δ``
+is attained by ``s = 1``, whose flat schedule ``σ = 2L/ε_main`` makes its terms largest.
+Where the scores are separated by many ``Δ`` (ambient-like data) the choice is sharp and
+falls on the ambient candidates; where they lie within a fraction of ``Δ`` of each other
+(data of intrinsic dimension 1) it is close to uniform over the candidate depths, not an
+identification of ``k``.  More ``ε_sel`` cannot sharpen it much, since
+``ε_sel/(2Δ) ∝ ε_sel·ε_main ≤ ε^2/4``; the enlarged candidate set does not either.  The
+``s = 1`` candidate (depth ``L``) pays the noise term
+``8C L^2/(ε_main n)·mean_j O_j 2^{−j/d}`` (the ``d^2 log^2(εn)/(εn)`` rate with its
+constant), so on a line it beats ``s = 2`` only at very large ``εn``.  The figures of
+the paper's Fig. 2 setting are in the README ("Design decisions that neither paper
+fixes") and notebook 2.
 
-* uniform data in [0,1]^8: scores ``≈ (3559, 786, 487, 247, 132, 51.6, 20.4, 11.7)``;
-  the best gap is ``8.7 ≈ 21 Δ``, so the choice is sharp:
-  ``P ≈ (0, 0, 0, 0, 0, 0.006, 0.26, 0.74)`` — the ambient candidates ``s = 7, 8``.
-* a ``k = 1`` coordinate line in [0,1]^8: scores
-  ``≈ (5.46, 0.674, 0.697, 0.714, 0.771, 0.793, 0.838, 0.901)`` and
-  ``P ≈ (0.075, 0.134, 0.133, 0.133, 0.132, 0.132, 0.131, 0.130)``: essentially uniform.
-  Why: one unit of score is worth ``ε_sel/(2Δ) = 0.12`` nats, and the scores of
-  ``s = 2..8`` lie within 0.23 of each other (``exp(−0.12·0.23) ≈ 0.97``); even the
-  ``s = 1`` candidate, 4.8 worse, keeps ``exp(−0.57) ≈ 0.56`` of the weight.  ``Δ`` is
-  large because ``s = 1`` has the flat schedule ``σ = 2L/ε_main = 260`` and
-  ``Σ_j 2^{−j/8} ≈ 12``.  The ``s = 1`` candidate (depth L) is also the *worst* on the
-  line: its noise term ``8C L^2/(ε_main n)·mean_j O_j 2^{−j/d} ≈ 4.1·1.35`` (the
-  ``d^2 log^2(εn)/(εn)`` rate with its constant) exceeds 1 at this ``n``; on a line it
-  overtakes ``s = 2`` only from ``εn ≈ 10^7`` (``d = 2``), ``10^8`` (``d = 4``).  The
-  line's minimiser is ``s = 2``.  More ``ε_sel`` cannot fix this:
-  ``ε_sel/(2Δ) ∝ ε_sel·ε_main ≤ ε^2/4`` (at ``ε_sel = 0.5ε``:
-  ``P ≈ (0.01, 0.14, ..., 0.14)``).  The enlarged set does not either: its ``r_1* = 27``
-  has the lowest score (0.49) and gets ``P = 0.067`` against ``1/16 = 0.0625``.
-  At ``d = 4`` likewise ``P ≈ (0.175, 0.28, 0.276, 0.269)`` for depths (58, 21, 16, 13).
-* So on the line the selected depth is nearly a uniform draw from
-  ``{117, 34, 28, 23, 20, 17, 15, 14}`` (mean 28.8), not an identification of
-  ``k = 1``.  Fig. 2's claim still reproduces in ℓ∞ W1, for a different reason: exact
-  ℓ∞ W1 (POT ``emd2`` against a 2000-point subsample, 8 seeds) is 0.151 (adaptive) vs
-  0.257 (PMM, ambient depth 15) at ``d = 8`` and 0.040 vs 0.077 at ``d = 4``.  PMM's
-  depth 15 leaves ``⌊15/d⌋`` digits per coordinate and the line's constant coordinates
-  (0.5) sit ``2^{−⌊r/d⌋−1}`` from every cell center (0.25 at ``d = 8``); most adaptive
-  draws are deeper.  Replicates that draw depth 14 score 0.254, like PMM
-  (``js.w1(method="bracket")`` agrees: PMM ≥ 0.25, adaptive in [0.13, 0.29]).  The tree
-  W1 *without* the within-leaf term ranks them the other way at ``d = 8`` (0.068 vs
-  0.025, driven by the depth-117 draw at 0.28), so the comparison depends on the metric.
-
-Default split: ``eps_sel = 0.1`` (10% of ε; neither paper fixes one).  By the finding,
-where the scores are separated (ambient-like data) even 5% of ε gives a sharp choice,
-and where they are not (intrinsic dimension 1) no split sharpens it (``ε_sel/(2Δ)``
-peaks at ``ε_sel = ε/2``, where ``P`` is still near uniform), so a larger share only
-costs synthesis budget.  Over ``ε_sel/ε ∈ {0.02, 0.05, 0.1, 0.2, 0.3,
-0.5}`` on uniform, ``k = 1`` and ``k = 2`` data at ``n = 30000`` and ``d = 2, 4, 8`` the
-expected score ``Σ_a P(a) B_a(X)`` at 0.1 is within 12% of the best split except for
-uniform data at ``d = 8`` (floor jumps of the candidate depths), and 0.02 is markedly
-worse.
+Default split: ``eps_sel = 0.1`` (10% of ε; neither paper fixes one).  Where the scores
+are separated even a small share of ε gives a sharp choice, and where they are not no
+split sharpens it (``ε_sel/(2Δ)`` peaks at ``ε_sel = ε/2``), so a larger share only
+costs synthesis budget; a sweep of the split is summarised in the README.
 """
 
 from __future__ import annotations
@@ -75,7 +48,6 @@ import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
-import pandas as pd
 
 from jaxsynth import engine
 from jaxsynth.core import keys as K
@@ -109,18 +81,18 @@ def _floor(v) -> int:
 
 
 def max_depth(n: int, d: int, eps_main: float) -> int:
-    """``L = ⌊d·log2(ε_main n)⌋`` (seed 001 §B.6); requires ``ε_main n ≥ 2``."""
+    """``L = ⌊d·log2(ε_main n)⌋`` (Zare Moayedi et al. §B.6); requires ``ε_main n ≥ 2``."""
     if not eps_main * n >= 2:
         raise ValueError(
             f"eps_main * n = {eps_main * n:g} but Adaptive Pruned-PMM needs eps_main * n >= 2 "
-            "(seed 001 §B.6): increase eps, n, or lower eps_sel"
+            "(arXiv 2609.33363 §B.6): increase eps, n, or lower eps_sel"
         )
     return max(1, _floor(d * np.log2(eps_main * n)))
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidates:
-    """A public candidate set for one ``(n, d, ε_main)`` (seed 001 §B.1), float64.
+    """A public candidate set for one ``(n, d, ε_main)`` (Zare Moayedi et al. §B.1), float64.
 
     Attributes:
       s: [A] model packing dimensions ``s``.
@@ -179,7 +151,7 @@ def _norms(s: int, d: int, L: int) -> np.ndarray:
 
 
 def public_bound(s: int, n: int, d: int, eps_main: float, C: float = 1.0) -> np.ndarray:
-    """``B_{s,r}`` for ``r = 1..L`` [L] (seed 001 §B.1), float64."""
+    """``B_{s,r}`` for ``r = 1..L`` [L] (Zare Moayedi et al. §B.1), float64."""
     L = max_depth(n, d, eps_main)
     a = _norms(s, d, L)
     scale = C / (eps_main * n)
@@ -188,14 +160,17 @@ def public_bound(s: int, n: int, d: int, eps_main: float, C: float = 1.0) -> np.
 
 
 def standard_depth(s: int, n: int, d: int, eps_main: float) -> int:
-    """``r_1 = L``; ``r_s = max{1, ⌊(d/s)·log2(1 + ε_main n ((s−1)/d)^2)⌋}`` (seed 001 §B.6)."""
+    """``r_1 = L``; ``r_s = max{1, ⌊(d/s)·log2(1 + ε_main n ((s−1)/d)^2)⌋}``.
+
+    Zare Moayedi et al. §B.6.
+    """
     if s == 1:
         return max_depth(n, d, eps_main)
     return max(1, _floor(d / s * np.log2(1.0 + eps_main * n * ((s - 1) / d) ** 2)))
 
 
 def candidate_set(n: int, d: int, eps_main: float, kind: str = "standard", C: float = 1.0):
-    """The public candidates for ``(n, d, ε_main)`` (seed 001 §B.1, §B.6).
+    """The public candidates for ``(n, d, ε_main)`` (Zare Moayedi et al. §B.1, §B.6).
 
     Args:
       n, d: data size and dimension (public).
@@ -236,7 +211,7 @@ def candidate_set(n: int, d: int, eps_main: float, kind: str = "standard", C: fl
 
 
 def select_candidate(key, gaps, sensitivity, eps_sel):
-    """The exponential-mechanism draw of one replicate (seed 001 §B.2, Algorithm 3).
+    """The exponential-mechanism draw of one replicate (Zare Moayedi et al. §B.2, Algorithm 3).
 
     Args:
       key: raw replicate key [2]; candidate ``a`` races with its ``SELECT`` word ``a``.
@@ -313,12 +288,12 @@ def _stack(selections, R: int) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class AdaptivePrunedPMM:
-    """Adaptive Pruned-PMM (seed 001 §4.2, Algorithm 3 then Algorithm 1; SPEC §4).
+    """Adaptive Pruned-PMM (Zare Moayedi et al. §4.2, Algorithm 3 then Algorithm 1).
 
     Splits ``ε`` into ``ε_sel = eps_sel·ε`` for an exponential-mechanism choice among
     public depth–schedule candidates and ``ε_main = (1 − eps_sel)·ε`` for one sparse
     Pruned-PMM run with the chosen depth and schedule (``σ_0 = 1/ε_main``, fresh
-    randomness).  ``(ε_sel + ε_main)``-DP under replacement adjacency (seed 001 §B.4).
+    randomness).  ``(ε_sel + ε_main)``-DP under replacement adjacency (Zare Moayedi et al. §B.4).
     Cost per replicate O(K·L) (K ≥ root mass, L the largest candidate depth), never 2^r.
     The default split and what the selection does at the Fig. 2 setting are discussed in
     the module docstring.
@@ -379,7 +354,7 @@ class AdaptivePrunedPMM:
             "gaps": gaps, "probabilities": np.asarray(probs, np.float64),
         }
 
-    def candidate_table(self, n: int, d: int, eps: float, data=None) -> pd.DataFrame:
+    def candidate_table(self, n: int, d: int, eps: float, data=None):
         """The candidate set as a table (one row per candidate), for notebooks and reports.
 
         Args:
@@ -392,6 +367,8 @@ class AdaptivePrunedPMM:
           sensitivity_term`` (and ``score, probability``); ``attrs`` hold ``eps_sel,
           eps_main, L, sensitivity``.
         """
+        import pandas as pd
+
         eps = float(check_epsilon(eps).item())
         eps_sel, eps_main = self.split(eps)
         cands = self.candidate_set(n, d, eps)
@@ -416,7 +393,7 @@ class AdaptivePrunedPMM:
         return table
 
     def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E] (SPEC §4).
+        """The engine plan for data ``tree`` and budgets ``eps`` [E].
 
         Selection inputs (scores, ``Δ``, probabilities) are computed once per ε on the host
         from ``tree.occupancy``; only the selection draw and the Pruned-PMM noise vary per

@@ -1,4 +1,7 @@
-"""NON-PRIVATE oracle partitions and oracle measures (SPEC §6; seed 000 §2.3, §4, §5.1).
+"""NON-PRIVATE oracle partitions and oracle measures.
+
+The oracle partitions of Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private
+Synthetic Measures" ("He" below) §2.3, §4, §5.1.
 
 Nothing in this module is differentially private: every function reads exact cell
 counts of the data.  The outputs are ``SyntheticMeasure`` objects labelled with
@@ -6,19 +9,19 @@ counts of the data.  The outputs are ``SyntheticMeasure`` objects labelled with
 code applies and no table can mistake them for private releases.  They isolate the
 *resolution* error of a partition from the *privacy* error of the noisy leaf masses:
 for a PrivTree release ``out``, ``oracle_measure(X, out)`` is ``ν_T`` of the same tree
-(exact leaf masses, seed 000 §5.2) and ``W1(μ, ν_T)`` is its resolution part.
+(exact leaf masses, He §5.2) and ``W1(μ, ν_T)`` is its resolution part.
 
-* ``hard_threshold(X, θ)``: split a cell while ``μ(Q) > θ`` (seed 000 Algorithm 3),
+* ``hard_threshold(X, θ)``: split a cell while ``μ(Q) > θ`` (He Algorithm 3),
   capped at a public depth (the algorithm need not terminate with repeated points;
-  seed 000's own cap limits the leaf count, Appendix A, which the extraction does not
-  show; a depth cap is used here, as for PrivTree).
-* ``soft_threshold(X, θ, δ)``: split while ``μ(Q) > θ + depth(Q)·δ`` (seed 000 §5,
+  the paper's own cap, in its Appendix A, limits the leaf count; a depth cap is used
+  here, as for PrivTree).
+* ``soft_threshold(X, θ, δ)``: split while ``μ(Q) > θ + depth(Q)·δ`` (He §5,
   Algorithm 4), which terminates by itself once ``θ + kδ ≥ 1``; the cap also applies.
 * ``oracle_measure(X, tree)``: Algorithm 1, the measure ``Σ_Q μ(Q) δ_{y_Q}`` on the
   leaves of any tree given by a measure's atoms (one atom strictly inside each leaf, at
   level ``leaf_depth``; shifted partitions via ``info["shift"]``).
 * ``resolution_functional(X, tree)``: ``R_T(μ) = Σ_{leaves} p_Q 2^{−depth(Q)/d}``
-  (seed 000 §2.3, Lemma 2.5: ``W1(μ, ν_T) ≤ 2d·R_T(μ)``).
+  (He §2.3, Lemma 2.5: ``W1(μ, ν_T) ≤ 2d·R_T(μ)``).
 
 Split tests compare float32 counts with ``θn + kδn`` rounded to float32, exactly as
 written unless a count lies within float32 rounding of the threshold.  Leaves of the
@@ -87,7 +90,7 @@ def _threshold_measure(X, theta, delta, depth_cap, name) -> SyntheticMeasure:
 def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMeasure:
     """ORACLE (not private): the hard-threshold partition ``T_θ`` and its measure ``ν_T``.
 
-    Seed 000 §4.1 (Algorithm 3 with a depth cap): a cell is split while ``μ(Q) > θ`` and
+    He §4.1 (Algorithm 3 with a depth cap): a cell is split while ``μ(Q) > θ`` and
     its level is below ``depth_cap``; leaves carry their exact mass at the cell center.
 
     Args:
@@ -105,7 +108,7 @@ def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMe
 def soft_threshold(X, theta: float, delta: float, depth_cap: int | None = None) -> SyntheticMeasure:
     """ORACLE (not private): the soft-threshold partition and its measure ``ν_{θ,δ}``.
 
-    Seed 000 §5 (Algorithm 4): a cell at level ``k`` is split while
+    He §5 (Algorithm 4): a cell at level ``k`` is split while
     ``μ(Q) > θ + k·δ`` and ``k < depth_cap``.  PrivTree with its noise removed and the
     clamp irrelevant is this rule with ``θ = 0``, ``δ = σ ln 2``.
 
@@ -196,7 +199,7 @@ def leaf_masses(X, tree: SyntheticMeasure) -> np.ndarray:
 def oracle_measure(X, tree: SyntheticMeasure) -> SyntheticMeasure:
     """ORACLE (not private): ``ν_T`` of ``tree``'s partition with exact leaf masses (Algorithm 1).
 
-    Seed 000 Algorithm 1 / §5.2: the same representatives and leaves as ``tree`` (e.g. a
+    He Algorithm 1 / §5.2: the same representatives and leaves as ``tree`` (e.g. a
     PrivTree release), each weighted by the exact data mass of its leaf.  Then
     ``W1(μ, ν_T)`` is the resolution error and ``W1(ν_T, released)`` the privacy error.
 
@@ -230,7 +233,7 @@ def oracle_measure(X, tree: SyntheticMeasure) -> SyntheticMeasure:
 def resolution_functional(X, tree: SyntheticMeasure) -> np.ndarray:
     """ORACLE: ``R_T(μ) = Σ_{leaves Q} μ(Q)·2^{−depth(Q)/d}`` of ``tree``'s partition.
 
-    Seed 000 §2.3 (Lemma 2.5: ``W1(μ, ν_T) ≤ Σ p_Q diam(Q) ≤ 2d·R_T(μ)``).  For a shifted
+    He §2.3 (Lemma 2.5: ``W1(μ, ν_T) ≤ Σ p_Q diam(Q) ≤ 2d·R_T(μ)``).  For a shifted
     partition the depths are those of the partition of ``[0,2]^d``.
 
     Returns:

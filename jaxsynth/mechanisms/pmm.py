@@ -1,4 +1,9 @@
-"""PMM and Pruned-PMM mechanism configurations (SPEC §2–§3; seed 001 §3, §4.1, §A.2–A.3).
+"""PMM and Pruned-PMM mechanism configurations.
+
+PMM is the Private Measure Mechanism of He, Vershynin, Zhu, "Algorithmically Effective
+Differentially Private Synthetic Data" (COLT 2023), as described in §3 of Zare Moayedi,
+Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv
+2609.33363); Pruned-PMM is that paper's §4.1, §A.2–A.3.
 
 A mechanism is a small frozen config.  ``plan(tree, eps)`` turns it into an engine plan
 (``jaxsynth.engine.Plan``) for a data set and a list of budgets: the per-ε inverse scales
@@ -20,7 +25,12 @@ from jaxsynth.core import partition
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import capacity_bucket, path_words
 from jaxsynth.core.noise import SATURATION
-from jaxsynth.core.validate import check_choice, check_positive_int, check_positive_number
+from jaxsynth.core.validate import (
+    check_choice,
+    check_fits,
+    check_positive_int,
+    check_positive_number,
+)
 from jaxsynth.mechanisms import pmm_kernels, schedules
 
 PLACEMENTS = ("center", "uniform")
@@ -37,6 +47,25 @@ PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 128, "defaul
 def piece_size(kind: str) -> int:
     table = PIECES[kind]
     return table.get(jax.devices()[0].platform, table["default"])
+
+
+def _check_dense_fits(R: int, d: int, replicate_bytes: float) -> None:
+    """Refuse a complete tree too large for this machine before its counts are built.
+
+    One replicate (``replicate_bytes``: its working arrays and atoms) must fit in the
+    device's memory (``engine.result_memory``; on a CPU ``validate.memory_limit()``), and
+    the data counts of its ``2^{R+1} − 1`` nodes (int64 while built, int32 kept) in
+    ``validate.memory_limit()``.  ``memory_bytes`` is checked later (``engine.chunk_size``).
+    """
+    hint = "use a smaller depth, or PrunedPMM(engine='sparse'), whose cost follows the active nodes"
+    what = f"the dense engine's complete tree of depth {R} (2^{R + 1} − 1 nodes, d = {d})"
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        check_fits(replicate_bytes, "depth", f"one replicate of {what}", hint=hint)
+    else:
+        check_fits(replicate_bytes, "depth", f"one replicate of {what}",
+                   engine.result_memory(device), hint, f"the memory of {device.platform} device")
+    check_fits(12.0 * 2 ** (R + 1), "depth", f"the data counts of {what}", hint=hint)
 
 
 def metric_tables(depth: int, d: int) -> dict:
@@ -118,7 +147,7 @@ class _PMMFamily:
         return self.schedule == "profile"
 
     def resolved_depth(self, eps: float, n: int) -> int:
-        """The configured depth, or the ambient-depth rule ``⌈log2(εn)⌉`` (seed 001 §7)."""
+        """The configured depth, or the ambient-depth rule ``⌈log2(εn)⌉`` (arXiv 2609.33363 §7)."""
         return self.depth if self.depth is not None else schedules.default_depth(eps, n)
 
     def data_depth(self, n: int, d: int, eps) -> int:
@@ -134,7 +163,7 @@ class _PMMFamily:
         return "dense"
 
     def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E] (SPEC §2–§3).
+        """The engine plan for data ``tree`` and budgets ``eps`` [E].
 
         Every ε runs in one compiled kernel: depths and scales are traced per ε.
         """
@@ -201,12 +230,13 @@ class _PMMFamily:
         static = pmm_kernels.DenseStatic(
             max_depth=R, piece=piece_size("dense"), rule=rule, dim=tree.d, points=points
         )
+        per_replicate = 4 * 2 * (max(2**R, 2 * static.piece) + 2 * static.piece) + 4 * 2**R * tree.d
+        _check_dense_fits(R, tree.d, per_replicate + (points or 2**R) * (tree.d + 2) * 4)
         counts = tree.cached(  # padded so every piece of the last level can be sliced
             ("planar_counts", R, static.piece),
             lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
         )
         shared = {"counts": counts, **metric_tables(R, tree.d)}
-        per_replicate = 4 * 2 * (max(2**R, 2 * static.piece) + 2 * static.piece) + 4 * 2**R * tree.d
         return pmm_kernels.dense_kernel, static, shared, per_replicate
 
     def _sparse(self, tree: DataTree, R: int, capacity: int, points: int):
@@ -223,7 +253,7 @@ class _PMMFamily:
 
 @dataclasses.dataclass(frozen=True)
 class PMM(_PMMFamily):
-    """Full-tree Private Measure Mechanism (He, Vershynin, Zhu 2023; seed 001 §3, SPEC §2).
+    """Full-tree Private Measure Mechanism (He, Vershynin, Zhu 2023; Zare Moayedi et al. §3).
 
     Every node of the complete depth-``r`` tree gets ``LapZ(σ_{|θ|})`` noise; noisy counts
     are made consistent top-down by the ``consistency`` rule and leaf masses become
@@ -250,11 +280,11 @@ class PMM(_PMMFamily):
 
 @dataclasses.dataclass(frozen=True)
 class PrunedPMM(_PMMFamily):
-    """Pruned-PMM with the zero-respecting rule (seed 001 §4.1, §A.2, Algorithms 1–2; SPEC §3).
+    """Pruned-PMM with the zero-respecting rule (Zare Moayedi et al. §4.1, §A.2, Alg. 1–2).
 
     Only children of active nodes (positive corrected mass) are visited; root mass
     ``max(1, n + LapZ(σ_0))``.  Privacy as PMM: ``ε = 2 Σ_j 1/σ_j`` under replacement
-    adjacency (seed 001 Thm A.3: unvisited noise is post-processing of the full tree).
+    adjacency (Zare Moayedi et al. Thm A.3: unvisited noise is post-processing of the full tree).
 
     Attributes (besides those of ``PMM``):
       engine: ``"sparse"`` (the pruned frontier, cost ``O(N_vis)``), ``"dense"`` (the

@@ -1,9 +1,12 @@
 """Per-replicate kernels of the PMM family: the complete tree and the pruned frontier.
 
-SPEC §2–§3; seed 001 §3, §4.1, §A.2.  Both kernels draw a node's noise from its
-parent's expansion block (``jaxsynth.core.keys``), so when they visit the same nodes
-they release the same measure, whatever the engine, batch or chunk.  Both compute the
-exact tree-metric W1 of their release against the data while they descend (SPEC §7):
+PMM (He, Vershynin, Zhu, "Algorithmically Effective Differentially Private Synthetic
+Data", COLT 2023) and Pruned-PMM as in Zare Moayedi, Asadi, Yassaee, Aminian,
+"Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv 2609.33363) §3, §4.1,
+§A.2.  Both kernels draw a node's noise from its parent's expansion block
+(``jaxsynth.core.keys``), so when they visit the same nodes they release the same
+measure, whatever the engine, batch or chunk.  Both compute the exact tree-metric W1 of
+their release against the data while they descend (``jaxsynth.wasserstein.tree``):
 for the complete depth-``r`` tree of the partition,
 
     W_T = Σ_{j=1..r} w_j Σ_{cells c at level j} |μ(c) − ν(c)|,
@@ -95,9 +98,10 @@ def root_count(key, n, inv_sigma0, noisy=noise.noisy_count):
 
 
 def root_mass(key, n, inv_sigma0, noisy=noise.noisy_count):
-    """``m = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word (SPEC §3).
+    """``m = max(1, (n + λ_∅)_+)``, ``λ_∅ ~ LapZ(σ_0)`` from the ROOT word.
 
-    ``noisy`` is the noisy-count sampler (``DenseStatic.noise`` audit hook).
+    The root of Pruned-PMM (Zare Moayedi et al. §A.2).  ``noisy`` is the noisy-count
+    sampler (``DenseStatic.noise`` audit hook).
     """
     return jnp.maximum(root_count(key, n, inv_sigma0, noisy), 1)
 
@@ -120,7 +124,7 @@ def planar_lower(index, level, d: int, max_level: int):
 
 
 def uniform_points(leaf_key, leaf_word, depth, mass, lower, side, count: int):
-    """``count`` synthetic points, ``mass[l]`` i.i.d. uniform in leaf ``l`` (SPEC §2 step 5).
+    """``count`` synthetic points, ``mass[l]`` i.i.d. uniform in leaf ``l`` (PMM's output step).
 
     The ``j``-th point of a leaf draws its position from the leaf's own words, so every
     engine places the same points: the leaf key ``H(chunk key, (POINT·32 + depth, path
@@ -274,12 +278,12 @@ def _atoms(points, weights, depth, count):
 
 
 def sparse_kernel(static: SparseStatic, key, params, shared, token):
-    """One replicate of Pruned-PMM on the pruned frontier (SPEC §3, sparse form).
+    """One replicate of Pruned-PMM on the pruned frontier (sparse form; Algorithm 1).
 
     Level by level, every active node (mass > 0) is split: its two children's true counts
     come from the data tree in O(1) (``descent.child_boundary``), their noise from its
-    expansion block, and the zero-respecting rule (seed 001 Algorithm 2) divides its mass.
-    Active nodes never outnumber the root mass, so ``capacity ≥ m`` makes overflow
+    expansion block, and the zero-respecting rule (Zare Moayedi et al. Algorithm 2) divides
+    its mass.  Active nodes never outnumber the root mass, so ``capacity ≥ m`` makes overflow
     impossible; a smaller capacity (``engine.Plan.shrink``) is checked: ``overflow``
     reports a replicate that needed more (it stops early and is rerun), ``needed`` the
     slots it used.  Nodes of mass 1 (*units*) always keep exactly one child, so they live in

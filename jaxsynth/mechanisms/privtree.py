@@ -1,26 +1,30 @@
-"""PrivTree on the cyclic partition with Laplace leaf masses (SPEC §5; seed 000 §3, §5.2, §6).
+"""PrivTree on the cyclic partition with Laplace leaf masses.
 
-**Mechanism** (add/remove adjacency, seed 000 §2.2; total budget ``ε``):
+The mechanism of Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private
+Synthetic Measures" ("He" below) §3, §5.2, §6, built on PrivTree (Zhang, Xiao, Xie, "PrivTree: A
+Differentially Private Algorithm for Hierarchical Decompositions", SIGMOD 2016).
+
+**Mechanism** (add/remove adjacency, He §2.2; total budget ``ε``):
 
 1. *Tree* (``ε/2``, PrivTree of Zhang–Xiao–Xie 2016, Algorithm 2, fanout ``β = 2``).
    A reached cell ``Q`` at level ``k`` with ``c_Q`` data points has the biased count
    ``b(Q) = max(c_Q − k·δ, θ − δ)`` and is split iff ``b(Q) + Lap(λ) > θ``, with
-   ``θ = 0``, ``λ = (2β−1)/((β−1)·ε/2) = 6/ε`` and ``δ = λ·ln β = λ ln 2``.  In the mass
-   units of seed 000 (``p_Q = c_Q/n``) this is ``σ = 6/(εn)``, ``δ = σ ln 2``, ``θ = 0``
-   (seed 000 §5.2, the ``ε/2`` parameter choice); counts are used on the device because
-   the test is scale-free for ``θ = 0``.  The clamp at ``θ − δ`` is what makes PrivTree
+   ``θ = 0``, ``λ = (2β−1)/((β−1)·ε/2) = 6/ε`` and ``δ = λ·ln β = λ ln 2``.  In He's mass
+   units (``p_Q = c_Q/n``) this is ``σ = 6/(εn)``, ``δ = σ ln 2``, ``θ = 0`` (He §5.2,
+   the ``ε/2`` parameter choice); counts are used on the device because the test is
+   scale-free for ``θ = 0``.  The clamp at ``θ − δ`` is what makes PrivTree
    private; it is kept.  Unsplit cells are leaves.
-2. *Leaf masses* (``ε/2``, seed 000 Algorithm 2 / Proposition 3.1): every leaf gets
+2. *Leaf masses* (``ε/2``, He Algorithm 2 / Proposition 3.1): every leaf gets
    ``p̃_Q = p_Q + Lap(2/(εn))``; each point lies in exactly one leaf, so the leaf-count
    vector has ℓ1 sensitivity 1 under add/remove adjacency.
 3. *Reconstruction* (post-processing) into a probability vector on the leaves:
    ``"topdown"`` (default): noisy subtree sums ``S_v = Σ_{leaves under v} p̃_Q``, root mass
    1, a node's mass split between its children in proportion to ``(S_child)_+`` (evenly
-   when both are ``≤ 0``); ``"lp"``: the projection of seed 000 Algorithm 2, exact by
+   when both are ``≤ 0``); ``"lp"``: the projection of He's Algorithm 2, exact by
    linear programming (``lp_projection``; host side, at most ``LP_MAX_LEAVES`` leaves).
 4. *Representatives*: the cell center (default) or a uniform point of the cell.
 
-**Random shift** (``shift=True``, seed 000 §6).  A public ``U`` is drawn from the replicate
+**Random shift** (``shift=True``, He §6).  A public ``U`` is drawn from the replicate
 key (independent of the data); the data move to ``Ω + U ⊂ [0,2]^d``, partitioned
 cyclically.  Equivalently ``y = (x + U)/2`` lies in ``[U/2, (1+U)/2] ⊂ [0,1]^d`` with the
 standard partition, which is what is computed.  A reached cell disjoint from that window
@@ -49,7 +53,7 @@ truncation of the uncapped one: post-processing, no privacy cost).  Default
 ``depth_cap = d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``: cubes of side ``≤ 1/(2εn)``, whose
 diameter is below the ``~1/(εn)`` floor of any ε-DP release.  The node table (every
 reached cell) has a fixed capacity ``K`` so it vmaps over seeds and ε.  The expected number of leaves is at most
-``6 + εn/(4 ln 2)`` (seed 000 §5.2, for the uncapped tree; truncation and the shift's
+``6 + εn/(4 ln 2)`` (He §5.2, for the uncapped tree; truncation and the shift's
 discarding only remove leaves), and never above ``2^cap``.  On structured data it is
 far smaller, so the default capacity is computed from the exact expected leaf count of
 the data (``expected_leaves``, unshifted) with margins: twice ``1.25 E + 6√E + 32``
@@ -104,7 +108,7 @@ def privtree_scales(eps):
     """PrivTree scales in count units for a total budget ``eps``: ``(λ, δ, leaf scale)``.
 
     ``λ = 6/ε`` (``ε/2`` for the tree, β = 2), ``δ = λ ln 2``, leaf noise ``Lap(2/ε)``
-    (``ε/2``, sensitivity 1).  Divide by ``n`` for the mass units of seed 000 §5.2.
+    (``ε/2``, sensitivity 1).  Divide by ``n`` for the mass units of He §5.2.
     """
     lam = 6.0 / eps
     return lam, lam * math.log(2.0), 2.0 / eps
@@ -189,10 +193,10 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
 
 
 def lp_projection(noisy_mass, points, bound=None):
-    """Seed 000 Algorithm 2 projection, exact by linear programming (host, SciPy HiGHS).
+    """He's Algorithm 2 projection, exact by linear programming (host, SciPy HiGHS).
 
     Solves ``min_{p ≥ 0, Σp = 1} max_{|f_Q| ≤ B, |f_Q − f_R| ≤ ‖y_Q − y_R‖_2} Σ_Q (p_Q − p̃_Q) f_Q``
-    with ``B = d`` (the class ``F`` of seed 000 §2.1: 1-Lipschitz, ``‖f‖_∞ ≤ d``).  The
+    with ``B = d`` (the class ``F`` of He §2.1: 1-Lipschitz, ``‖f‖_∞ ≤ d``).  The
     inner maximum is replaced by its LP dual (a flow ``π ≥ 0`` between leaves and slacks
     ``a, b ≥ 0`` to the bound): ``min Σ ‖y_i − y_j‖ π_ij + B Σ (a_i + b_i)`` subject to
     ``Σ_j π_ij − Σ_j π_ji + a_i − b_i = p_i − p̃_i`` and ``Σ p = 1``, one LP with
@@ -244,16 +248,16 @@ def lp_projection(noisy_mass, points, bound=None):
 
 @dataclasses.dataclass(frozen=True)
 class PrivTree:
-    """PrivTree + Laplace leaf masses, optionally on a randomly shifted partition (SPEC §5).
+    """PrivTree + Laplace leaf masses, optionally on a randomly shifted partition.
 
-    Seed 000 §3, §5.2 (the parameters ``θ = 0``, ``σ = 6/(εn)``, ``δ = σ ln 2``
+    He §3, §5.2 (the parameters ``θ = 0``, ``σ = 6/(εn)``, ``δ = σ ln 2``
     for an ``ε/2`` tree) and §6 (shift).  Privacy: ``ε``-DP under add/remove adjacency,
     ``ε/2`` for the tree (PrivTree, Zhang–Xiao–Xie 2016, Corollary 1) and ``ε/2`` for the
     leaf masses (Laplace mechanism), by adaptive composition; reconstruction, placement,
     capping and discarding are post-processing of public or released values.
 
     Attributes:
-      shift: randomly shifted partition of seed 000 §6 (name ``"privtree-shift"``).
+      shift: randomly shifted partition of He §6 (name ``"privtree-shift"``).
       depth_cap: public depth cap; ``None`` uses ``default_depth_cap(n, d, ε)``.  At most
         ``22·d``.
       reconstruction: ``"topdown"`` or ``"lp"`` (at most ``LP_MAX_LEAVES`` leaves, SciPy).
@@ -298,7 +302,7 @@ class PrivTree:
         return max(self.resolved_cap(n, d, float(e)) for e in np.atleast_1d(eps))
 
     def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E] (SPEC §5)."""
+        """The engine plan for data ``tree`` and budgets ``eps`` [E]."""
         eps = np.asarray(eps, np.float64).ravel()
         n, d = tree.n, tree.d
         caps = np.array([self.resolved_cap(n, d, float(e)) for e in eps], np.int32)

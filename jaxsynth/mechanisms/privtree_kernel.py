@@ -1,8 +1,9 @@
 """Per-replicate kernel of PrivTree, its shifted variant and the threshold oracles.
 
-SPEC §5–§7; seed 000 §3, §5, §6 (the mechanism and its parameters are documented in
-``jaxsynth.mechanisms.privtree``).  The tree grows level by level on the shared frontier
-(``jaxsynth.core.frontier``): the nodes of a level that passed their split test are
+Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures" §3,
+§5, §6, on PrivTree (Zhang, Xiao, Xie, SIGMOD 2016); the mechanism and its parameters
+are documented in ``jaxsynth.mechanisms.privtree``.  The tree grows level by level on the
+shared frontier (``jaxsynth.core.frontier``): the nodes of a level that passed their split test are
 expanded, and each child is tested at once with the word its parent's expansion block
 drew for it — split children form the next level, the others are leaves.  Every node
 that is reached (tested) is appended to a *node table* in breadth-first order with its
@@ -11,9 +12,11 @@ parent's index, level and true count, so reconstruction and measurement need no 
 * bottom-up, a node's noisy subtree sum ``S_v`` is the sum of its children's (one
   segment sum per level, deepest first);
 * top-down, a node's mass is its parent's times ``(S_v)_+ / Σ_siblings (S)_+``, or an
-  even share among its siblings when none is positive (SPEC §5 "topdown");
+  even share among its siblings when none is positive (the default ``"topdown"``
+  reconstruction);
 * the exact tree W1 is ``Σ_{v ≠ root} w_{level(v)} |n_v/n − mass_v|`` over the table
-  (SPEC §7), and the upper bound adds ``(Σ_leaves (n_Q/n + mass_Q) diam(Q))/2``.
+  (``jaxsynth.wasserstein.tree``), and the upper bound adds
+  ``(Σ_leaves (n_Q/n + mass_Q) diam(Q))/2``.
 
 Shifted partitions (``shifted``): the replicate's public shift ``U`` comes from its
 ``SHIFT`` words; the data ``y = (x + U)/2`` are coded, sorted and descended on the device
@@ -53,7 +56,7 @@ class TreeStatic:
       max_depth: the largest depth cap of any replicate (loop bound, metric tables).
       dim: ``d``.
       rule: ``"privtree"`` (noisy split tests and leaf masses) or ``"threshold"`` (oracle).
-      shifted: the randomly shifted partition of seed 000 §6.
+      shifted: the randomly shifted partition of He (Intrinsic-Dimensional …) §6.
       uniform: uniform representatives in the leaf boxes instead of centers.
       split: audit hook, a module-level callable replacing ``privtree_split``
         (``(counts, level, word, lam, delta) -> bool``); ``None`` (the default) is the
@@ -71,7 +74,9 @@ class TreeStatic:
 
 
 def privtree_split(counts, level, word, lam, delta):
-    """PrivTree's split test ``max(c − kδ, −δ) + Lap(λ) > 0`` in count units (seed 000 §3).
+    """PrivTree's split test ``max(c − kδ, −δ) + Lap(λ) > 0`` in count units.
+
+    He (Intrinsic-Dimensional …) §3; Zhang, Xiao, Xie (SIGMOD 2016).
 
     ``counts`` and ``level`` are float32; ``word`` each node's word (``noise.laplace``).
     The clamp at ``−δ`` (``θ = 0``) is what makes PrivTree private.

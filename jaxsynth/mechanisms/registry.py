@@ -1,4 +1,4 @@
-"""Mechanism names of the command line and sweeps (SPEC §10), and depth sweeps."""
+"""Mechanism names of the command line and sweeps, and depth sweeps."""
 
 from __future__ import annotations
 

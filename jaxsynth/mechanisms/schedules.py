@@ -1,10 +1,13 @@
-"""Level noise schedules and privacy accounting of the PMM family (SPEC §2; seed 001 §A.8).
+"""Level noise schedules and privacy accounting of the PMM family.
+
+The schedules of Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
+Private Synthetic Data" (arXiv 2609.33363) §A.8 and Prop. 3.
 
 A schedule gives the discrete-Laplace scales ``σ_1..σ_r`` of levels ``1..r``; here it is
 computed as the inverse scales ``ν_j = 1/σ_j`` in float64 from logarithms, so no depth
 overflows a number format (``ν`` underflows to 0, the ``σ = ∞`` limit, only where
 ``σ`` exceeds every float).  Every public schedule spends the level budget tightly:
-``2 Σ_j ν_j = ε`` (replacement adjacency, seed 001 Thm A.3).
+``2 Σ_j ν_j = ε`` (replacement adjacency, Zare Moayedi et al. Thm A.3).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def packing_inverse_scales(eps: float, depth: int, d: int, k: float) -> np.ndarr
 
 
 def profile_inverse_scales(eps: float, occupancy: np.ndarray, d: int) -> np.ndarray:
-    """ORACLE ``profile(O)`` (seed 001 Prop. 3) from the occupancy ``O_0..O_{r−1}`` [r].
+    """ORACLE ``profile(O)`` (Zare Moayedi et al. Prop. 3) from the occupancy ``O_0..O_{r−1}`` [r].
 
     ``A_r = 2 Σ_j sqrt(O_j) 2^{−j/(2d)}``, ``σ_i = 2A_r/(ε sqrt(4 O_{i−1} 2^{−(i−1)/d}))``.
     With the true profile of the data this is NOT differentially private.
@@ -58,11 +61,11 @@ def inverse_scales(schedule: str, eps: float, depth: int, d: int, packing_k=None
 def pmm_budget(eps: float, adjacency: str) -> tuple[dict, float]:
     """Budget split of a PMM-family release and the root scale ``σ_0``.
 
-    Replacement adjacency (seed 001 Thm A.3): the root count ``n`` is the same on
+    Replacement adjacency (Zare Moayedi et al. Thm A.3): the root count ``n`` is the same on
     neighbours, levels spend ``ε = 2 Σ 1/σ_j`` and ``σ_0 = 1/ε`` costs nothing.
     Add/remove adjacency: every level count and the root move by at most 1 at one node,
     so ``ε = 1/σ_0 + Σ 1/σ_j``; the same level scales then spend ``ε/2`` and ``σ_0 = 2/ε``
-    spends the other ``ε/2`` (SPEC §2).
+    spends the other ``ε/2`` (a jaxsynth choice: neither paper fixes the split).
 
     Returns:
       (budget dict with "epsilon", "eps_levels", "eps_root"), sigma_0.
@@ -73,5 +76,5 @@ def pmm_budget(eps: float, adjacency: str) -> tuple[dict, float]:
 
 
 def default_depth(eps: float, n: int) -> int:
-    """Ambient-depth rule of seed 001 §7: ``r = ⌈log2(ε n)⌉`` (at least 1)."""
+    """Ambient-depth rule of Zare Moayedi et al. §7: ``r = ⌈log2(ε n)⌉`` (at least 1)."""
     return max(1, int(np.ceil(np.log2(eps * n) - 1e-12)))

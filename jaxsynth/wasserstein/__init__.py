@@ -1,4 +1,4 @@
-"""Wasserstein-1 between data and synthetic measures (SPEC §7): one module per method.
+"""Wasserstein-1 between data and synthetic measures: one module per method.
 
 ``exact`` (certified full-data W1 to a relative gap, by column generation on the
 transport LP), ``tree`` (exact tree-metric W1 and its certified upper bound), ``bounds``

@@ -1,4 +1,4 @@
-"""A certified bracket ``lower ≤ W1 ≤ upper`` at near-linear cost (SPEC §7).
+"""A certified bracket ``lower ≤ W1 ≤ upper`` at near-linear cost.
 
 **Lower bound.**  Every 1-Lipschitz function ``f`` gives ``W1(μ, ν) ≥ W1(f#μ, f#ν)``
 (push a coupling forward).  A projection ``x ↦ u·x`` is 1-Lipschitz when ``u`` has unit
@@ -6,8 +6,8 @@
 ``≤ ‖u‖_2 ‖x - y‖_2`` for ℓ2 (``‖u‖_2 = 1``).  The lower bound is the largest exact 1-D
 W1 (``exact1d.wasserstein_1d``) over the coordinate axes (the marginals; unit in both
 norms) plus ``n_directions`` seeded random Gaussian directions normalised in the dual
-norm.  The default adds random directions for ℓ2 only (SPEC §7 asks for coordinate
-marginals under ℓ∞); ``n_directions`` may add ℓ1-normalised ones for ℓ∞ too.
+norm.  The default adds random directions for ℓ2 only (under ℓ∞ the coordinate
+marginals alone are the default); ``n_directions`` may add ℓ1-normalised ones for ℓ∞ too.
 
 **Upper bound.**  The tree-metric upper bound of ``jaxsynth.wasserstein.tree`` (exact tree W1 plus
 the within-leaf term).
@@ -24,7 +24,8 @@ below any bracket gap of interest.
 **Cost.**  The lower end dominates: per direction and replicate one exact 1-D W1 against
 data projections sorted once (``exact1d.w1_against_sorted``: an integer sort of the
 ``M`` atoms and binary-search merges, ``O(M log M + n)``).  On the spiral (d = 2) the
-bracket is wide (upper/lower ≈ 7): the marginals see little of a 2-D transport.
+bracket is wide (BENCHMARKS.md records upper/lower): the marginals see little of a 2-D
+transport.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
-from jaxsynth.core.validate import check_positive_int
+from jaxsynth.core.validate import check_fits, check_positive_int
 from jaxsynth.wasserstein.exact1d import w1_against_sorted
 from jaxsynth.wasserstein.tree import (
     DEFAULT_BATCH_SIZE,
@@ -49,14 +50,36 @@ from jaxsynth.wasserstein.tree import (
     tree_w1,
 )
 
-__all__ = ["RELATIVE_MARGIN", "bracket", "directions", "projection_lower", "tree_upper",
-           "upper_margin"]
+__all__ = ["RELATIVE_MARGIN", "bracket", "check_directions", "directions", "projection_lower",
+           "tree_upper", "upper_margin"]
 
 RELATIVE_MARGIN = 2.0**-16
 """Relative widening of both bracket ends against float32 rounding."""
 
 DEFAULT_DIRECTIONS = {"linf": 0, "l2": 2}
 """Random directions added to the coordinate axes by default, per metric."""
+
+
+def check_directions(n_directions, seed, metric: str, d: int, n: int) -> tuple[int, int]:
+    """``(n_directions, seed)`` of the lower bound, checked before any work.
+
+    ``n_directions`` (``None``: ``DEFAULT_DIRECTIONS[metric]``; 0: the axes alone) and
+    ``seed`` must be integers ``>= 0`` (not bools), and the ``[d + n_directions, n]`` data
+    projections must fit: their host preparation (float64 projections, their sort, the
+    float32 result: about ``20·n`` bytes per direction) within ``validate.memory_limit()``.
+
+    Raises:
+      ValueError: naming ``n_directions`` or ``seed``.
+    """
+    if n_directions is None:
+        n_directions = DEFAULT_DIRECTIONS[metric]
+    n_directions = check_positive_int(n_directions, "n_directions", minimum=0)
+    seed = check_positive_int(seed, "seed", minimum=0)
+    k = d + n_directions
+    check_fits(20.0 * k * n + 12.0 * k * d, "n_directions",
+               f"the data projections on {k} directions ([{k}, n = {n}])",
+               hint="use fewer n_directions")
+    return n_directions, seed
 
 
 def directions(d: int, metric: str, n_directions: int, seed: int = 0) -> np.ndarray:
@@ -135,16 +158,12 @@ def projection_lower(
 
     Returns:
       [...] float64 lower bounds, ``out.batch_shape``, rounding margins applied.
-
-    Implements SPEC §7 (certified bracket, lower end).
     """
     X = data_points(X)
     d = X.shape[1]
     if metric not in DEFAULT_DIRECTIONS:
         raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")
-    if n_directions is None:
-        n_directions = DEFAULT_DIRECTIONS[metric]
-    n_directions = check_positive_int(n_directions, "n_directions", minimum=0)
+    n_directions, seed = check_directions(n_directions, seed, metric, d, X.shape[0])
     batch_size = check_positive_int(batch_size, "batch_size")
     dirs = directions(d, metric, n_directions, seed)
     points, weights, leaf_depth, _ = check_measure(out, d)
@@ -170,8 +189,6 @@ def tree_upper(X, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
 
     Raises:
       ValueError: naming ``out`` if a replicate's leaves do not form a valid tree.
-
-    Implements SPEC §7 (tree upper bound).
     """
     result = tree_w1(X, out, metric, batch_size=batch_size)
     check_valid(result.valid)
@@ -218,8 +235,6 @@ def bracket(
 
     Returns:
       ``(lower, upper)``, two float64 NumPy arrays of shape ``out.batch_shape``.
-
-    Implements SPEC §7 (certified bracket).
     """
     if metric not in ("linf", "l2"):
         raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")

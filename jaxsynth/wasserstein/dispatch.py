@@ -1,4 +1,4 @@
-"""Wasserstein-1 between the data and released synthetic measures (SPEC §7, §10).
+"""Wasserstein-1 between the data and released synthetic measures.
 
 ``w1(X, out, method, metric)`` is the single entry point (``js.w1``); every method
 returns NumPy float64 of shape ``out.batch_shape``:
@@ -16,8 +16,8 @@ returns NumPy float64 of shape ``out.batch_shape``:
 
 Sweeps reuse the data preparation: pass ``prepare_w1(X, depth)`` (a ``TreeData``, with
 ``depth`` at least the deepest leaf of every measure) or the mechanism's ``DataTree``
-(``js.prepare``) instead of ``X``; with a raw ``X`` the host preparation (Morton codes,
-~0.05 s at n = 30000) is redone at every call.  A ``DataTree`` deeper than the leaves is
+(``js.prepare``) instead of ``X``; with a raw ``X`` the host preparation (Morton codes;
+its cost is in BENCHMARKS.md) is redone at every call.  A ``DataTree`` deeper than the leaves is
 cut to their depth; a shallower one (PrivTree with the shift sorts per seed) is prepared
 again from its points.
 
@@ -74,7 +74,8 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
       out: ``SyntheticMeasure``, possibly batched (points [..., M, d]).
       method: ``"exact"`` | ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"``
         | ``"sinkhorn"``.
-      metric: ground metric ``"linf"`` (default, seed 001 §7) or ``"l2"``.
+      metric: ground metric ``"linf"`` (default, as in Zare Moayedi et al., arXiv
+        2609.33363, §7) or ``"l2"``.
       **options: ``rtol`` (exact: relative gap, default 0.01), ``clusters`` (exact:
         coarse blocks of the data); ``batch_size`` (tree, tree_upper, bracket: replicates
         per vmapped chunk); ``n_directions``, ``seed`` (bracket: random projections); everything
@@ -88,8 +89,6 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
     Raises:
       ValueError: naming the argument for bad data, a bad measure, an unknown method,
         metric or option, ``exact1d`` with ``d ≠ 1``, or leaves that are not a tree.
-
-    Implements SPEC §7 and the ``js.w1`` surface of SPEC §10.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")

@@ -1,4 +1,4 @@
-"""Exact 1-D Wasserstein-1 distance by the CDF formula (SPEC §7, "Exact 1-D").
+"""Exact 1-D Wasserstein-1 distance by the CDF formula ``W1 = ∫|F − G|``.
 
 For two probability measures ``μ = Σ_i a_i δ_{u_i}`` and ``ν = Σ_j b_j δ_{v_j}`` on the
 line, ``W1(μ, ν) = ∫ |F(t) − G(t)| dt`` with ``F``, ``G`` their CDFs.  Both CDFs are step
@@ -68,8 +68,6 @@ def wasserstein_1d(u, u_weights, v, v_weights) -> jax.Array:
     Returns:
       Scalar array, the W1 distance, in the floating dtype of the inputs.  Accurate to a
       few float32 ulps of relative error in float32 (see the module docstring).
-
-    Implements SPEC §7 (exact 1-D W1).
     """
     dtype = jnp.result_type(u, u_weights, v, v_weights, jnp.float32)
     u, u_weights, v, v_weights = (jnp.asarray(a, dtype) for a in (u, u_weights, v, v_weights))
@@ -154,8 +152,6 @@ def w1_exact1d(x, points, weights) -> jax.Array:
       ValueError: naming the argument, if the data are not 1-D points in [0, 1], if
         ``points`` is not [..., M, 1], or if ``weights`` does not match ``points`` or has
         negative or non-finite entries.
-
-    Implements SPEC §7 (exact 1-D W1).
     """
     x = np.asarray(x)
     if x.ndim == 1:

@@ -1,11 +1,13 @@
-"""Certified Sinkhorn estimate of W1 with ott-jax (SPEC §7, "Sinkhorn"; OTT_NOTES.md).
+"""Certified Sinkhorn estimate of W1 with ott-jax.
 
 W1 between the data ``μ_X = (1/n) Σ δ_{x_i}`` and a synthetic measure ``ν = Σ_j b_j δ_{y_j}``
-for the ground metric ℓ∞ (default, seed 001 §7) or ℓ2, *not squared*.
+for the ground metric ℓ∞ (default, as in Zare Moayedi et al., arXiv 2609.33363, §7) or ℓ2,
+*not squared*.
 
 Why a bracket.  No output of an entropic solver is W1: at practical ε the entropic costs
-are biased by tens of percent on close measures (OTT_NOTES.md).  Two post-processings of
-the Sinkhorn potentials ``(f, g)`` give a certificate instead:
+of ott-jax (``reg_ot_cost``, ``ent_reg_cost``, the Sinkhorn divergence) are biased by
+tens of percent on close measures.  Two post-processings of the Sinkhorn potentials
+``(f, g)`` give a certificate instead:
 
 - lower bound: hard c-transforms.  ``f̃ = g^c``, ``g̃ = f̃^c`` (and symmetrically
   ``ĝ = f^c``, ``f̂ = ĝ^c``) satisfy ``f̃_i + g̃_j ≤ C_ij`` for all ``i, j``, so by weak
@@ -20,25 +22,25 @@ Both are computed in row chunks of the cost matrix, so no ``n × m`` array is ev
 within half the gap of W1, and ``converged`` says the relative half-width
 ``(upper − lower)/(upper + lower)`` is at most ``rtol``.
 
-Schedule (starting from OTT_NOTES.md, then re-measured here on two-moons data, n = 200
-and 2000, ℓ∞ and ℓ2, close and far measures; the numbers below are total iterations).
-The solve is a sequence of *rounds* of at most 500 iterations: adaptive momentum
-(``Momentum(start=100, error_threshold=inf)``; without it 3–4× more iterations), stopping
-early once the column-marginal error ``‖Pᵀ1 − b‖₁`` is below the stage threshold, then 10
-plain iterations.  Momentum ends a round on an oscillation whose marginal error is ~10×
-the round's best; the plain iterations damp it, which halved the iterations needed at
-n = 2000 (6350 → 3230 on the close ℓ∞ case).  After every round the certificate is
-computed and the solve stops as soon as the bracket is within ``rtol``.
+Schedule (tuned on two-moons data, n = 200 and 2000, ℓ∞ and ℓ2, close and far measures;
+the measurements are summarised in the README, "Measuring W1").  The solve is a sequence
+of *rounds* of at most 500 iterations: adaptive momentum
+(``Momentum(start=100, error_threshold=inf)``, which cuts the iteration count several-fold),
+stopping early once the column-marginal error ``‖Pᵀ1 − b‖₁`` is below the stage threshold,
+then 10 plain iterations.  Momentum ends a round on an oscillation whose marginal error is
+well above the round's best; the plain iterations damp it, which cuts the iterations
+needed at n = 2000 substantially.  After every round the certificate is computed and the
+solve stops as soon as the bracket is within ``rtol``.
 
 ε starts at ``ε₀ = 0.01·diam`` (``diam`` = ground-metric diameter of the bounding box of
 both supports) and decreases by stages, each warm-started from the previous potentials:
-when a round meets its stage's threshold, ``ε ← max(ε/2, lower/30)`` — 1 % needs
-``ε ≈ W1/30`` (OTT_NOTES.md; at ``W1/20`` the bracket stalled at 1.2 %) — and once ε has
+when a round meets its stage's threshold, ``ε ← max(ε/2, lower/30)`` — a 1 % bracket
+needs ``ε ≈ W1/30`` with ott-jax's Sinkhorn (``W1/20`` is not enough) — and once ε has
 reached ``lower/30`` further stages halve it.  Stages above ``lower/30`` only prepare
 warm starts and use a loose threshold ``1e-3``; the target stage uses
 ``rtol·lower/(8·diam)`` (floored at ``1e-6``), below which rounding moves the cost by a
-small fraction of the tolerance.  Halving from ``ε₀`` beat both OTT_NOTES' direct jump
-``ε₀ → lower/30`` (1.5–2× more iterations) and steps of 3, 4 or 8.
+small fraction of the tolerance.  Halving from ``ε₀`` took fewer iterations than a direct
+jump ``ε₀ → lower/30`` and than steps of 3, 4 or 8.
 
 Every round's bounds are valid, so the bracket reported is the intersection over rounds.
 A round whose potentials are not finite (ott still reports ``converged=True`` after a
@@ -47,19 +49,9 @@ momentum.  The rounds loop on the host; each round and each certificate is one j
 call compiled once per shape (ε, thresholds and warm starts are traced arguments), so
 replicates of equal shapes never retrace.
 
-Measured on the cases of ``tests/wasserstein/test_sinkhorn.py`` (n = m = 2000, float32, defaults, the
-shared 2-core CPU under load from other jobs, so times vary about 2×), error against POT:
-
-    case (W1 ℓ∞ / ℓ2)          metric  value err  bracket           iters  s/solve
-    far    (0.209 / 0.251)     ℓ∞      −0.49 %    [−1.24, +0.27] %    460     5.6
-                               ℓ2      +0.22 %    [−0.43, +0.88] %    360     3.0
-    sample (0.012 / 0.014)     ℓ∞      +0.01 %    [−0.89, +0.91] %   2190    23.8
-                               ℓ2      +0.39 %    [−0.59, +1.37] %   2150    11.6
-    close  (0.0064 / 0.0073)   ℓ∞      +0.42 %    [−0.57, +1.41] %   3230    37.8
-                               ℓ2      +0.48 %    [−0.52, +1.48] %   4190    21.7
-
-All converged; a Sinkhorn iteration costs 5–12 ms here (two log-sum-exp passes over the
-n × m cost), POT's exact ``emd2`` takes 0.4–0.7 s at this size.
+Accuracy against POT's exact ``emd2`` on the cases of ``tests/wasserstein/test_sinkhorn.py``
+(n = m = 2000, far, sampled and close measures) is checked by those tests and summarised
+in the README.
 
 Online mode (``PointCloud(batch_size=...)``) evaluates the cost on the fly; it is chosen
 automatically when ``n·m`` exceeds ``online_threshold``.  ott-jax 0.6.0 calls
@@ -161,8 +153,8 @@ def _sinkhorn_round(
 
     Accelerated iterations (stopping early once the marginal error is below
     ``threshold``), then ``_POLISH_ITERATIONS`` plain ones: momentum leaves the last
-    iterate on an oscillation (measured: marginal error 10× above the round's best) and
-    a few plain iterations damp it, which tightens the rounded upper bound several-fold.
+    iterate on an oscillation (its marginal error well above the round's best) and a
+    few plain iterations damp it, which tightens the rounded upper bound.
 
     Returns:
       ``(f, g, iterations, marginal_error)``: potentials [n], [m], iterations run and
@@ -314,13 +306,14 @@ def w1_sinkhorn(
         dropped on the host before solving and the support is re-padded with zero
         weights to a size ``q·2^e`` (``q ∈ {4..7}``), so replicates of similar support
         size share one compilation.
-      metric: ground metric, ``"linf"`` (default, seed 001 §7) or ``"l2"`` (not squared).
+      metric: ground metric, ``"linf"`` (default, as in Zare Moayedi et al. §7) or ``"l2"``
+        (not squared).
       rtol: target relative half-width ``(upper − lower)/(upper + lower)`` of the bracket.
       subsample: if given, W1 is estimated between ``subsample`` data points drawn
         without replacement and the empirical measure of ``subsample`` i.i.d. draws from
-        the synthetic measure (seed 001 §7 says only "estimate W1 on random subsamples";
-        drawing from ``ν`` treats the synthetic measure as the generator it is, and the
-        draws are kept as counts on the original atoms).  Needs ``key``.
+        the synthetic measure (Zare Moayedi et al. §7 says only "estimate W1 on random
+        subsamples"; drawing from ``ν`` treats the synthetic measure as the generator it
+        is, and the draws are kept as counts on the original atoms).  Needs ``key``.
       key: a ``jax.random`` key or integer seed; used only with ``subsample``.
       online: force online (batched-cost) mode on or off; ``None`` chooses online when
         ``n·m > online_threshold``.
@@ -338,8 +331,7 @@ def w1_sinkhorn(
       ValueError: naming the argument for bad data, shapes, metric, ``rtol``,
         ``subsample`` (not in ``1..n``, or without ``key``) or caps.
 
-    Implements SPEC §7 (Sinkhorn); the schedule and its measurements are in the module
-    docstring.
+    The schedule is described in the module docstring.
     """
     x = check_data(X, "X")
     n, d = x.shape

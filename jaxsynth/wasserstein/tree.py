@@ -1,11 +1,14 @@
 """Exact W1 in the tree metric of the mechanism's partition, and a certified upper bound.
 
-Implements SPEC §7 ("Exact tree W1"), for the trees of SPEC §2–§5 (seed 001 §3–§4;
-seed 000 §2.3, §5, §6).
+Implements ``W_T = Σ_{v ≠ root} w_v |μ(Ω_v) − ν(Ω_v)|`` for the trees the mechanisms
+release: the balanced trees of PMM and Pruned-PMM (Zare Moayedi, Asadi, Yassaee, Aminian,
+"Geometry-Adaptive Mechanisms for Private Synthetic Data", arXiv 2609.33363, §3–§4) and
+the unbalanced, possibly shifted trees of PrivTree (Y. He, "Intrinsic-Dimensional
+Wasserstein Guarantees for Private Synthetic Measures" §2.3, §5, §6).
 
 **The tree metric.**  The mechanism's tree ``T`` is the set of its leaf cells and all
-their ancestors in the cyclic binary partition (SPEC §0).  A node ``v ≠ root`` at level
-``j`` is joined to its parent by an edge of weight
+their ancestors in the cyclic binary partition (``jaxsynth.core.partition``).  A node
+``v ≠ root`` at level ``j`` is joined to its parent by an edge of weight
 ``w_j = (diam(j-1) - diam(j)) / 2`` (ℓ∞ or ℓ2 cell diameters, ``partition.diameter``).
 Path lengths telescope: two leaves at depths ``a`` and ``b`` whose lowest common ancestor
 is at level ``l`` are ``diam(l) - (diam(a) + diam(b))/2`` apart (``diam(l) - diam(r)``
@@ -71,19 +74,18 @@ Then
 
 Balanced batches (the PMM family) first lose their zero-weight atoms on the host
 (``_drop_inert_atoms``: with every kept leaf at depth ``r`` they change nothing), which
-cuts ``M`` from the slot capacity to the number of released leaves (about 17× on the
-benchmark below).
+cuts ``M`` from the slot capacity to the number of released leaves.
 
 **Upper bound.**  ``W1 ≤ W_T + (E_μ diam(leaf(x)) + E_ν diam(leaf(y)))/2``.  *Proof.*
 Take an optimal coupling ``π`` for ``W_T``.  For ``x`` in leaf ``A`` and ``y`` in leaf
 ``B`` both lie in the lowest common ancestor cell, so ``‖x − y‖ ≤ diam(lca)
 = d_T(A, B) + (diam(A) + diam(B))/2`` (also when ``A = B``, where ``d_T = 0``).
 Integrating against ``π``, whose marginals are ``μ`` and ``ν``, gives the bound.  For a
-balanced depth-``r`` tree the extra term is ``diam(r)`` (SPEC §7).  It is computed per
+balanced depth-``r`` tree the extra term is ``diam(r)``.  It is computed per
 leaf (data and atoms weighted by their mass), which is never worse than the largest
 diameter among occupied leaves.
 
-**Shifted partitions** (PrivTree ``shift=True``, seed 000 §6).  When ``out.info`` has
+**Shifted partitions** (PrivTree ``shift=True``, He §6).  When ``out.info`` has
 ``"shift"`` (``U`` [..., d] in [0,1]^d), the tree is the cyclic partition of
 ``[0,2]^d`` translated by ``−U``.  The map ``x ↦ (x + U)/2`` sends it onto the partition
 of ``[0,1]^d`` and scales every distance by ``1/2``; so codes are computed from
@@ -96,10 +98,7 @@ of non-negative per-cell terms, each cell's signed mass summed within the cell),
 value carries float32 rounding only: ≤ 3e-7 relative against float64 POT on the test
 cases, ≤ 2e-6 against a float64 per-level sum at n = 20000, depth 14.
 
-Speed (``benchmarks/bench_w1.py``, 2-core CPU shared with other jobs): Pruned-PMM
-releases of the spiral, n = 30000, d = 2, depth 15, 64 replicates (30720 atom slots,
-~1750 released leaves, 1152 distinct data cells): 0.07 s for ℓ∞ and 0.17 s for ℓ2 per
-batch warm (1.2 and 2.6 ms per replicate); compilation about 4 s, once per shape.
+Speed: ``benchmarks/bench_w1.py`` times it; the latest record is in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -530,7 +529,7 @@ def compact_atoms(points, weights, leaf_depth, keep):
 
 
 def _drop_inert_atoms(points, weights, leaf_depth):
-    """Drop zero-weight atoms when every replicate is balanced (SPEC §2–§4 outputs).
+    """Drop zero-weight atoms when every replicate is balanced (PMM-family outputs).
 
     A replicate is balanced here when its positive atoms share one depth ``r`` and its
     zero-weight atoms sit at depth ``r`` or at the root (engine padding).  Its
@@ -585,8 +584,6 @@ def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
 
     Returns:
       ``TreeW1`` of jax arrays with shape ``out.batch_shape``.
-
-    Implements SPEC §7 (exact tree W1 and its upper bound).
     """
     if metric not in ("linf", "l2"):
         raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")

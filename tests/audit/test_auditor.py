@@ -19,7 +19,7 @@ otherwise (CI runs slow tests in a reduced form).
 
 import pytest
 
-from jaxsynth.audit import MECHANISMS, audit, audit_table
+from jaxsynth.audit import MECHANISMS, audit_mechanism, audit_table
 from jaxsynth.cli import main
 from tests.audit.planted import PLANTED
 from tests.conftest import FULL_TESTS as FULL
@@ -40,8 +40,8 @@ FLAGGED_BY = {
 @pytest.fixture(scope="module")
 def results():
     """Every audit at the CI size, computed once (module-scoped: compilations are shared)."""
-    real = {name: audit(name, 1.0, replicates=CI_REPLICATES, key=0) for name in MECHANISMS}
-    planted = {name: audit(mech, 1.0, replicates=CI_REPLICATES, key=0)
+    real = {name: audit_mechanism(name, 1.0, replicates=CI_REPLICATES, key=0) for name in MECHANISMS}
+    planted = {name: audit_mechanism(mech, 1.0, replicates=CI_REPLICATES, key=0)
                for name, mech in PLANTED.items()}
     return real, planted
 
@@ -92,9 +92,9 @@ def test_audits_at_full_size_with_another_key():
     size = FULL_REPLICATES if FULL else CI_REPLICATES
     if FULL:
         for name in MECHANISMS:
-            assert audit(name, 1.0, replicates=size, key=1).verdict == "pass", name
+            assert audit_mechanism(name, 1.0, replicates=size, key=1).verdict == "pass", name
     for bug, mech in PLANTED.items():
-        result = audit(mech, 1.0, replicates=size, key=1)
+        result = audit_mechanism(mech, 1.0, replicates=size, key=1)
         finding = next(f for f in result.findings if f.audit.startswith(FLAGGED_BY[bug]))
         assert finding.verdict == "VIOLATION", bug
 
@@ -113,15 +113,27 @@ def test_audits_at_full_size_with_another_key():
 ])
 def test_bad_arguments_are_refused(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        audit(kwargs.pop("mech"), **kwargs)
+        audit_mechanism(kwargs.pop("mech"), **kwargs)
 
 
 def test_command_prints_the_audit_table(capsys):
     assert main(["--no-cache", "audit", "--mechanism", "pmm", "--replicates", "8192",
                  "--details"]) == 0
-    out = capsys.readouterr().out
+    printed = capsys.readouterr()
+    out = printed.out
     assert "| pmm | replacement | black-box: released measure | 1 |" in out
     assert "white-box: noisy counts (dense kernel)" in out and "counts (" in out
+    assert "[1/1] pmm: 8192 releases per data set" in printed.err  # progress, on stderr
+    assert "[1/1] pmm: pass" in printed.err
+
+
+def test_old_entry_point_names_the_new_one():
+    import jaxsynth
+    import jaxsynth.audit as audit_package
+
+    assert audit_package.audit_table is jaxsynth.audit.audit_table  # a module again
+    with pytest.raises(TypeError, match="audit_mechanism"):
+        jaxsynth.audit(jaxsynth.PMM(), 1.0)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,5 +1,5 @@
-"""Consistency rules on exhaustive small cases, at large counts and at saturation (SPEC §2
-step 4, §3).
+"""Consistency rules on exhaustive small cases, at large counts and at saturation (PMM's
+proportional rule, Pruned-PMM's zero-respecting rule).
 
 Rules take ``(m, a, b, a_scaled, b_scaled, coin)``: int32 noisy counts saturated at
 ``noise.SATURATION = 2^30 − 1`` and the same counts in units of σ (float32, here the counts

@@ -1,4 +1,4 @@
-"""Word-based samplers against their exact laws (SPEC §1), and the counter hash against jax.
+"""Word-based samplers against their exact laws, and the counter hash against jax.
 
 Every sampler of ``jaxsynth.core.noise`` maps uint32 words to variates; the tests draw the
 words with ``jax.random.bits`` (fixed keys, so every test is deterministic) and compare the

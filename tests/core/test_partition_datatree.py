@@ -1,4 +1,4 @@
-"""Partition geometry and data-tree counts against brute force (SPEC §0)."""
+"""Partition geometry and data-tree counts against brute force."""
 
 import numpy as np
 import pytest
@@ -110,7 +110,7 @@ def test_planar_to_morton_is_bit_reversal():
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_edge_weights(d, metric):
     """``w_0 = 0``, ``w_j = (diam(j−1) − diam(j))/2`` with diameters of cells whose sides
-    are counted bisection by bisection; leaf distances telescope (SPEC §7)."""
+    are counted bisection by bisection; leaf distances telescope."""
     depth = 17
     w = partition.edge_weights(depth, d, metric)
     assert w.shape == (depth + 1,) and w[0] == 0.0 and np.all(w >= 0)

@@ -1,4 +1,4 @@
-"""Tests for jaxsynth.experiments.datasets (SPEC §8): generators, intrinsic dimension, files,
+"""Tests for jaxsynth.experiments.datasets: generators, intrinsic dimension, files,
 rescaling.
 
 Occupied-cell counts are computed independently with ``partition.cell_index`` (distinct
@@ -199,9 +199,9 @@ def test_ball_radius_and_central_occupancy():
     assert dist.max() <= r * (1 + 1e-12) and dist.max() > 0.98 * r
     # Uniform in volume: P(|x - c| < r/2) = 2^{-d}; sd ≈ 0.0012, tolerance 0.006.
     assert abs(np.mean(dist < r / 2) - 2.0**-d) < 0.006
-    # Seed 000 §6: centered at the cube's center, the ball meets all 2^d cells after d
-    # levels; with radius 0.1 < 1/8 it stays inside the 2^d cells touching the center
-    # at levels 2d and 3d (sides 1/4 and 1/8), so the count is exactly 2^d there.
+    # He (Intrinsic-Dimensional …) §6: centered at the cube's center, the ball meets all
+    # 2^d cells after d levels; with radius 0.1 < 1/8 it stays inside the 2^d cells touching
+    # the center at levels 2d and 3d (sides 1/4 and 1/8), so the count is exactly 2^d there.
     assert [occupied(X, j) for j in (d, 2 * d, 3 * d)] == [2**d] * 3
     assert ds.intrinsic_dimension("ball", d=d) == d
     with pytest.raises(ValueError, match="radius"):

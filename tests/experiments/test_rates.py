@@ -1,4 +1,4 @@
-"""Tests of rate estimation and plots (jaxsynth/experiments/rates.py and plots.py; SPEC §9).
+"""Tests of rate estimation and plots (jaxsynth/experiments/rates.py and plots.py).
 
 Truth: synthetic sweeps with a known law ``W1 = c·(εn)^{-a}·noise`` (noise i.i.d. with
 mean 1, the same law in every cell, so ``log E W1`` is exactly linear with slope ``-a``).

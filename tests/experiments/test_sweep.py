@@ -1,4 +1,4 @@
-"""Tests of the sweep (jaxsynth/experiments/sweep.py; SPEC §9–§10).
+"""Tests of the sweep (jaxsynth/experiments/sweep.py).
 
 Truth: every row equals ``js.release(fold_in(key, seed), M, X, eps)`` measured with
 ``js.w1``; chunking, resuming and device count must not change a number.  Shapes are

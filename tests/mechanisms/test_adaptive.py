@@ -1,4 +1,4 @@
-"""Adaptive Pruned-PMM (SPEC §4; seed 001 §4.2, §B.1–B.6).
+"""Adaptive Pruned-PMM (Zare Moayedi et al., arXiv 2609.33363, §4.2, §B.1–B.6).
 
 Truth used here: the candidate formulas recomputed term by term in float64 Python; the
 score-sensitivity bound checked on explicit neighbouring data sets (scores from the
@@ -60,7 +60,7 @@ def small():
 
 
 def ref_candidates(n, d, em, kind="standard", C=1.0):
-    """(s, r, sigmas, public bound, Δ_a) per candidate, plain Python floats (seed 001 §B.1)."""
+    """(s, r, sigmas, public bound, Δ_a) per candidate, plain Python floats (§B.1)."""
     L = math.floor(d * math.log2(em * n))
 
     def norm(s, r):
@@ -113,7 +113,7 @@ def test_candidates_match_formulas(n, d, eps, kind):
         np.testing.assert_allclose(cands.sigmas[a, :r], sig, rtol=1e-12)
         np.testing.assert_allclose(cands.bound[a], bound, rtol=1e-12)
         np.testing.assert_allclose(cands.sensitivity_terms[a], delta, rtol=1e-12)
-        # the budget is spent exactly, and the schedule is packing(s) at ε_main (SPEC §2)
+        # the budget is spent exactly, and the schedule is packing(s) at ε_main (§A.8)
         np.testing.assert_allclose(2 * np.sum(1 / cands.sigmas[a, :r]), em, rtol=1e-12)
         if d == 4 and a < d:  # one case: each call compiles a few small kernels
             np.testing.assert_allclose(1 / packing_inverse_scales(em, r, d, s), sig, rtol=1e-10)

@@ -140,7 +140,7 @@ def pmm_atoms(o: js.SyntheticMeasure, depth: int) -> dict:
 
 
 def ambient_depth(eps: float, n: int) -> int:
-    """``⌈log2(εn)⌉`` (SPEC §7)."""
+    """``⌈log2(εn)⌉``, the ambient-depth rule (arXiv 2609.33363 §7)."""
     return max(1, math.ceil(math.log2(eps * n)))
 
 

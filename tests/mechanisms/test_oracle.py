@@ -97,7 +97,10 @@ def test_leaf_masses_of_privtree_release_equal_cell_counts(X):
 
 
 def test_resolution_functional_bounds_w1(X):
-    """Seed 000 Lemma 2.5: ``W1(μ, ν_T) ≤ Σ p_Q diam(Q) ≤ 2d·R_T(μ)`` (ℓ2, exact W1 by POT)."""
+    """``W1(μ, ν_T) ≤ Σ p_Q diam(Q) ≤ 2d·R_T(μ)`` (ℓ2, exact W1 by POT).
+
+    He (Intrinsic-Dimensional …) Lemma 2.5.
+    """
     n, d = X.shape
     hard = oracle.hard_threshold(X, 0.0525, CAP)
     for out in (hard, oracle.soft_threshold(X, 0.0125, 0.0031, CAP)):

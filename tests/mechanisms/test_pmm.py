@@ -45,7 +45,7 @@ def test_schedules_spend_budget_exactly(schedule, k, depth, d):
 
 
 def test_packing_matches_its_closed_form():
-    """``σ_i = 2 S_r/(ε q^{i−1})`` with ``q = 2^{(k−1)/(2d)}`` (SPEC §2)."""
+    """``σ_i = 2 S_r/(ε q^{i−1})`` with ``q = 2^{(k−1)/(2d)}`` (arXiv 2609.33363 §A.8)."""
     eps, r, d, k = 0.8, 12, 3, 2
     q = 2 ** ((k - 1) / (2 * d))
     sigma = 2 * np.sum(q ** np.arange(r)) / (eps * q ** np.arange(r))

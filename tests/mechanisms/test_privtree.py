@@ -106,7 +106,10 @@ def test_mean_leaf_count_matches_exact_expectation(X):
 
 
 def test_expected_leaves_below_paper_bound():
-    """Seed 000 §5.2: ``E[#leaves] ≤ 6 + εn/(4 ln 2)`` for any data (uniform is the worst)."""
+    """``E[#leaves] ≤ 6 + εn/(4 ln 2)`` for any data (uniform is the worst).
+
+    He (Intrinsic-Dimensional …) §5.2.
+    """
     U = np.random.default_rng(3).random((2000, 2))
     tree = DataTree.build(U, 30)
     for eps in (0.5, 1.0, 4.0):

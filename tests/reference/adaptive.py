@@ -1,6 +1,9 @@
-"""Per-node reference of Adaptive Pruned-PMM (SPEC §4; seed 001 §4.2, §B.1–B.6).
+"""Per-node reference of Adaptive Pruned-PMM (arXiv 2609.33363 §4.2, §B.1–B.6).
 
-Candidates, schedules, scores and the sensitivity from the SPEC formulas (float64, the
+The paper is Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
+Private Synthetic Data".
+
+Candidates, schedules, scores and the sensitivity from the paper's formulas (float64, the
 occupancy profile counted by brute force); the exponential mechanism as an exponential
 race with the ``SELECT`` words (``P(a) ∝ exp(logit_a)`` by
 ``argmin_a ln E_a − logit_a``); then Pruned-PMM (``pmm.release``) on the key made of the

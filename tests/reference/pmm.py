@@ -1,4 +1,8 @@
-"""Per-node reference of PMM and Pruned-PMM (SPEC §2–§3; seed 001 Algorithms 1–2).
+"""Per-node reference of PMM and Pruned-PMM (arXiv 2609.33363 §3, Algorithms 1–2).
+
+PMM is He, Vershynin, Zhu (COLT 2023) as described in §3 of Zare Moayedi, Asadi, Yassaee,
+Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv 2609.33363);
+Pruned-PMM is that paper's Algorithms 1–2.
 
 Breadth first over ``Node`` objects.  A node at level ``j`` that is expanded draws its
 ``EXPAND`` block (word 0 for child 0, word 1 for child 1, bit 30 of word 0 the coin);
@@ -21,7 +25,7 @@ SATURATION = 2**30 - 1
 TINY32 = np.finfo(np.float32).tiny
 
 
-# ---------------------------------------------------------------- schedules (SPEC §2)
+# -------------------------------------------------------------------------- schedules
 
 def uniform_schedule(eps: float, depth: int) -> np.ndarray:
     """``σ_j = 2r/ε``: inverse scales ``ε/(2r)``, float64 [r]."""
@@ -53,7 +57,7 @@ def pmm_scales(schedule, eps, depth, d, adjacency, packing_k=None, root_scale=No
     return inv.astype(np.float32), np.float32(1.0 / sigma0)
 
 
-# ---------------------------------------------------------------- consistency (SPEC §2, §3)
+# ------------------------------------------------------------------------------ consistency
 
 def comparable_bounds(m, a, b):
     """Range of ``m0`` with ``(m0, m − m0)`` comparable to ``(a, b)``."""

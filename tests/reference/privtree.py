@@ -1,5 +1,6 @@
 """Per-node reference of PrivTree + Laplace leaf masses, its shifted variant, and the
-threshold oracles (SPEC §5, §6; seed 000 §3, §5.2, §6; Zhang–Xiao–Xie 2016).
+threshold oracles (Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private
+Synthetic Measures" §3, §4, §5.1, §5.2, §6; Zhang–Xiao–Xie 2016).
 
 Count units (``θ = 0``): ``λ = 6/ε``, ``δ = λ ln 2``, leaf noise ``Lap(2/ε)``, the three
 passed to the device as float32.  A reached cell at level ``k`` with ``c`` points is split
@@ -217,7 +218,7 @@ def tree_w1(nodes, n: int, d: int, scale: float) -> dict:
     return out
 
 
-# ---------------------------------------------------------------- threshold oracles (SPEC §6)
+# -------------------------------------------------------------------------- threshold oracles
 
 def threshold_tree(counts: tree.Counts, theta: float, delta: float, cap: int):
     """Split a cell at level ``k < cap`` while ``count > θn + kδn`` (exact comparison).

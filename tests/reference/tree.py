@@ -1,4 +1,4 @@
-"""Cells, brute-force counts and tree-metric weights of the cyclic dyadic partition (SPEC §0, §7).
+"""Cells, brute-force counts and tree-metric weights of the cyclic dyadic partition.
 
 A node is identified by its path bits ``(b_0, …, b_{j−1})``; bit ``b_t`` is the next
 binary digit of coordinate ``t mod d``.  Its per-coordinate cell index is read off the

@@ -1,4 +1,4 @@
-"""Certified bracket and the ``js.w1`` dispatcher (SPEC §7, §10).
+"""Certified bracket and the ``js.w1`` dispatcher.
 
 Truth is POT's exact ``ot.emd2`` on the ℓ∞ (``chebyshev``) or ℓ2 (``euclidean``) cost
 matrix in float64, and ``scipy.stats.wasserstein_distance`` in 1-D.  The bracket must

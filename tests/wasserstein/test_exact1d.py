@@ -1,4 +1,4 @@
-"""Exact 1-D W1 (SPEC §7) against scipy.stats.wasserstein_distance in float64:
+"""Exact 1-D W1 against scipy.stats.wasserstein_distance in float64:
 ``wasserstein_1d``, its batched front end ``w1_exact1d`` and ``w1_against_sorted`` (equal-
 weight sorted data against atoms, the kernel of the bracket's lower bound).
 

@@ -1,4 +1,4 @@
-"""Certified Sinkhorn W1 (SPEC §7) against POT's exact ``ot.emd2`` in float64.
+"""Certified Sinkhorn W1 against POT's exact ``ot.emd2`` in float64.
 
 The bracket ``[lower, upper]`` is a certificate, so the tests assert it contains the exact
 value up to float32 round-off (``SLACK``: the bounds are float32 sums of ~1e5 terms of
@@ -223,7 +223,7 @@ def test_bad_input_names_argument(X, points, weights, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_default_accuracy_at_n2000(metric):
-    """The defaults' 1 % claim (SPEC §7) at n = 2000 on close measures (W1 ≈ 0.013).
+    """The defaults' 1 % claim (``w1_sinkhorn``) at n = 2000 on close measures (W1 ≈ 0.013).
 
     About 2200 iterations per metric (12-50 s on the shared 2-core CPU); the harder
     jittered-copy case (W1 ≈ 0.007, 3200-4200 iterations) is recorded in the

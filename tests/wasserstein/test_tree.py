@@ -1,4 +1,4 @@
-"""Exact tree-metric W1 and its upper bound (SPEC §7) against POT on explicit cost matrices.
+"""Exact tree-metric W1 and its upper bound against POT on explicit cost matrices.
 
 The reference builds the tree-metric cost matrix by brute force from per-coordinate cell
 indices (``partition.cell_index``), independently of the Morton-code kernel: a data point
@@ -180,7 +180,7 @@ def check_against_reference(X, out, metric, shift=None):
         tree, upper, exact = reference(X, P[b], w[b], lv[b], metric, u)
         np.testing.assert_allclose(float(result.value[b]), tree, rtol=RTOL, atol=ATOL)
         np.testing.assert_allclose(float(result.upper[b]), upper, rtol=RTOL, atol=ATOL)
-        assert exact <= upper * (1 + 1e-6)  # the certified upper bound (SPEC §7)
+        assert exact <= upper * (1 + 1e-6)  # the certified upper bound
     return result
 
 
@@ -246,7 +246,7 @@ def test_shifted_partition_matches_pot(d):
 
 def test_closed_forms():
     """A root-only tree gives (0, diam(0)); a balanced tree's upper bound is tree W1 +
-    diam(r) (SPEC §7); synthetic = data (one atom per point, depth r) gives 0."""
+    diam(r); synthetic = data (one atom per point, depth r) gives 0."""
     rng = np.random.default_rng(5)
     X = make_data(rng, 2)
     root = pad_atoms(np.array([[0.3, 0.7]]), np.ones(1), np.zeros(1, int))

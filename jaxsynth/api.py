@@ -16,6 +16,7 @@ from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 from jaxsynth.core.validate import check_data, check_epsilon, check_positive_int
+from jaxsynth.mechanisms.protocol import Mechanism
 
 
 def prepare(X, depth: int) -> DataTree:
@@ -24,11 +25,11 @@ def prepare(X, depth: int) -> DataTree:
 
 
 def check_mechanism(mech, name: str = "mech"):
-    """Return ``mech`` if it is a mechanism config (it has ``plan`` and ``data_depth``)."""
+    """Return ``mech`` if it is a mechanism config (a ``protocol.Mechanism``)."""
     if isinstance(mech, type):
         raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
                          f"instance; got the class {mech.__name__}")
-    if not (hasattr(mech, "plan") and hasattr(mech, "data_depth") and hasattr(mech, "name")):
+    if not isinstance(mech, Mechanism):
         raise ValueError(
             f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
         )

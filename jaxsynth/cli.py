@@ -93,6 +93,9 @@ def _parser() -> _Parser:
     parser.add_argument("--no-cache", action="store_true",
                         help="do not use the persistent compilation cache (~/.cache/jaxsynth/xla; "
                         "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
+    parser.add_argument("--platform", metavar="NAME",
+                        help="JAX platform to compute on: cpu, cuda, rocm, tpu (default: JAX's "
+                        "choice, an accelerator when one is installed; also JAX_PLATFORMS)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the built-in example sweep (about a minute on "
@@ -274,10 +277,23 @@ def _audit(args) -> None:
     run(args)
 
 
+def _use_platform(name: str) -> None:
+    """Compute on the JAX platform ``name`` (before any computation starts a backend)."""
+    import jax
+
+    try:
+        jax.config.update("jax_platforms", name)
+        jax.devices()
+    except RuntimeError as exc:
+        raise ValueError(f"--platform {name!r} is not available here ({exc})") from None
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, or 2 for wrong arguments)."""
     try:
         args = _parser().parse_args(argv)
+        if args.platform is not None:
+            _use_platform(args.platform)
         if not args.no_cache:
             from jaxsynth.compilation import enable_compilation_cache
 

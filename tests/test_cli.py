@@ -192,3 +192,17 @@ def test_simulate_keys_beyond_2_32_are_not_their_low_bits(tmp_path):
         rep = js.release(jax.random.fold_in(base, s), js.PMM(depth=4), X, 1.0)
         assert float(js.w1(X, rep, method="tree")) == pytest.approx(high["w1_tree"][s],
                                                                     rel=1e-6)
+
+
+def test_platform_option_chooses_the_device(tmp_path, tmp_path_factory):
+    env = _env(tmp_path_factory)
+    env.pop("JAX_PLATFORMS", None)
+    bad = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "nodevice", "rate",
+                          "x.csv"], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and "--platform 'nodevice' is not available here" in bad.stderr
+    ok = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "cpu", "simulate",
+                         *SWEEP, "--seeds", "1", "--metric", "tree", "--out", "one.csv",
+                         "--quiet"], env=env, capture_output=True, text=True, timeout=300,
+                        cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr

@@ -8,22 +8,43 @@ issue is a row of one of the two tables below.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import subprocess
 import sys
+import time
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
 import jaxsynth as js
+from jaxsynth import engine
 from jaxsynth.cli import main
+from jaxsynth.core import validate
 from jaxsynth.experiments import datasets
 from jaxsynth.experiments.plots import depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate
 
 X = js.datasets.load("spiral", n=200, key=0)
 D200 = ("uniform", {"d": 200})
+KEYS = jax.random.split(jax.random.key(0), 4)  # a batch of typed keys, not one key
+
+
+@functools.cache
+def _out():
+    """A small released measure for the js.w1 cases."""
+    return js.release(0, js.PMM(depth=2), X, 1.0)
+
+
+def _weights(scale=1.0, first=None):
+    """``_out()`` with its weights scaled (a hand-made measure), the first set to ``first``."""
+    w = np.asarray(_out().weights, np.float64) * scale
+    if first is not None:
+        w[0] = first
+    return dataclasses.replace(_out(), weights=jax.numpy.asarray(w, jax.numpy.float32))
 
 
 def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
@@ -137,6 +158,58 @@ API = [
      lambda: rate_plot(_table(), path="/nonexistent/dir/rate.png"), "does not exist"),
     ("rate_plot path suffix", lambda: rate_plot(_table(), path="rate.txt"), "path must end in"),
     ("depth_plot df=None", lambda: depth_plot(None), "df must be a pandas DataFrame"),
+    # js.w1 options (0 directions is valid: the coordinate axes alone, the linf default)
+    ("w1 bracket n_directions=-1", lambda: js.w1(X, _out(), "bracket", n_directions=-1),
+     "n_directions must be >= 0"),
+    ("w1 bracket n_directions=1.5", lambda: js.w1(X, _out(), "bracket", n_directions=1.5),
+     "n_directions must be an integer"),
+    ("w1 bracket n_directions=True", lambda: js.w1(X, _out(), "bracket", n_directions=True),
+     "n_directions must be an integer"),
+    ("w1 bracket seed='x'", lambda: js.w1(X, _out(), "bracket", seed="x"),
+     "seed must be an integer"),
+    ("w1 bracket seed=-1", lambda: js.w1(X, _out(), "bracket", seed=-1), "seed must be >= 0"),
+    ("w1 bracket seed=True", lambda: js.w1(X, _out(), "bracket", seed=True),
+     "seed must be an integer"),
+    ("w1 sinkhorn key='abc'", lambda: js.w1(X, _out(), "sinkhorn", key="abc"),
+     "key must be an int seed or a jax PRNG key"),
+    ("w1 sinkhorn key=True", lambda: js.w1(X, _out(), "sinkhorn", key=True),
+     "key must be an int seed or a jax PRNG key"),
+    ("w1 sinkhorn key=-1", lambda: js.w1(X, _out(), "sinkhorn", key=-1),
+     "key must be a non-negative int"),
+    ("w1 sinkhorn key batch", lambda: js.w1(X, _out(), "sinkhorn", key=KEYS),
+     "key must be one jax PRNG key"),
+    ("simulate bracket seed='x'", lambda: js.simulate(
+        "pmm", X, metrics=[("bracket", {"seed": "x"})], progress=False),
+     "seed must be an integer"),
+    ("simulate sinkhorn key='abc'", lambda: js.simulate(
+        "pmm", X, metrics=[("sinkhorn", {"key": "abc"})], progress=False), "key must be"),
+    ("w1 weights summing to 2", lambda: js.w1(X, _weights(2.0)),
+     "out.weights must sum to 1 in every replicate"),
+    ("w1 exact weights summing to 2", lambda: js.w1(X, _weights(2.0), "exact"),
+     "out.weights must sum to 1"),
+    ("w1 sinkhorn weights summing to 0.5", lambda: js.w1(X, _weights(0.5), "sinkhorn"),
+     "out.weights must sum to 1"),
+    ("w1 negative weight", lambda: js.w1(X, _weights(first=-0.1)),
+     "out.weights must be finite and non-negative"),
+    ("w1 NaN weight", lambda: js.w1(X, _weights(first=np.nan), "bracket"),
+     "out.weights must be finite and non-negative"),
+    # a batch of typed keys is not a key
+    ("release key batch", lambda: js.release(KEYS, js.PMM(depth=3), X, 1.0),
+     "key must be one jax PRNG key; got a batch of shape (4,)"),
+    ("release_batch key batch", lambda: js.release_batch(KEYS, js.PMM(depth=3), X, 1.0,
+                                                         seeds=2), "key must be one jax PRNG key"),
+    ("simulate key batch", lambda: js.simulate("pmm", X, key=KEYS, progress=False),
+     "key must be one jax PRNG key"),
+    # the theory's columns of a result table: text is refused, not averaged or skipped
+    ("estimate_rate d text", lambda: estimate_rate(_table().astype({"d": object}).assign(
+        d=lambda t: t.d.where(t.seed > 0, "abc"))), "d must hold positive integers"),
+    ("estimate_rate intrinsic_dim missing", lambda: estimate_rate(_table().assign(
+        intrinsic_dim=lambda t: t.intrinsic_dim.where(t.seed > 0))),
+     "intrinsic_dim must hold positive integers"),
+    ("estimate_rate d True", lambda: estimate_rate(_table().assign(d=True)),
+     "d must hold positive integers"),
+    ("estimate_rate eps text", lambda: estimate_rate(_table().astype({"eps": object}).assign(
+        eps=lambda t: t.eps.where(t.seed > 0, "abc"))), "eps must hold positive numbers"),
 ]
 
 
@@ -144,6 +217,77 @@ API = [
 def test_api_refuses_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+MEMORY = 8 * 2**30
+"""The machine the memory refusals are tested on (8 GiB: a quarter, 2 GiB, per input)."""
+TOO_LARGE = [
+    ("PMM(depth=30) dense", lambda: js.release(0, js.PMM(depth=30), X, 1.0),
+     "depth: one replicate of the dense engine's complete tree of depth 30"),
+    ("PrunedPMM(depth=30, engine='dense')", lambda: js.release_batch(
+        0, js.PrunedPMM(depth=30, engine="dense"), X, [1.0], seeds=2),
+     "depth: one replicate of the dense engine"),
+    ("simulate PMM(depth=30)", lambda: js.simulate(js.PMM(depth=30), X, metrics="tree",
+                                                   progress=False),
+     "mechanism pmm on array (n = 200): depth: one replicate of the dense engine"),
+    ("load n=10^9", lambda: datasets.load("uniform", n=10**9),
+     "n, d: the data set 'uniform' [n = 1000000000, d = 2] (float64) would take 14.9 GiB"),
+    ("load n=10^6 d=10^6", lambda: datasets.load("uniform", n=10**6, d=10**6),
+     "n, d: the data set 'uniform' [n = 1000000, d = 1000000] (float64) would take 7.3 TiB"),
+    ("simulate n=10^9", lambda: js.simulate("pmm", "uniform", n=10**9, metrics="tree",
+                                            progress=False),
+     "data set uniform (n = 1000000000): n, d: the data set 'uniform'"),
+    ("w1 bracket n_directions=10^7",
+     lambda: js.w1(X, _out(), "bracket", n_directions=10**7),
+     "n_directions: the data projections on 10000002 directions ([10000002, n = 200])"),
+    ("simulate bracket n_directions=10^7", lambda: js.simulate(
+        "pmm", X, metrics=[("bracket", {"n_directions": 10**7})], progress=False),
+     "data set array (n = 200): n_directions: the data projections"),
+]
+
+
+@pytest.mark.parametrize("call, match", [c[1:] for c in TOO_LARGE],
+                         ids=[c[0] for c in TOO_LARGE])
+def test_requests_too_large_for_memory_are_refused_from_their_shapes(call, match, monkeypatch):
+    # truth: the size follows from the shapes alone (2^31 nodes of d + 4 words, n·d
+    # float64, (d + n_directions)·n projections), refused against a quarter of the
+    # machine's memory before anything that size is allocated: at once, with the sizes
+    monkeypatch.setattr(validate, "host_memory", lambda: MEMORY)
+    monkeypatch.setattr(engine, "result_memory", lambda device=None: MEMORY)
+    start = time.perf_counter()
+    with pytest.raises(ValueError) as info:
+        call()
+    assert match in str(info.value) and "more than the 2.0 GiB allowed" in str(info.value)
+    assert time.perf_counter() - start < 20
+
+
+def test_memory_limits_leave_normal_uses_alone(monkeypatch):
+    # n = 10^7 points in d = 10, dense trees to depth 24 and the default bracket on them
+    # fit a quarter of an 8 GiB machine: none of the checks refuses them
+    from jaxsynth.mechanisms.pmm import _check_dense_fits
+    from jaxsynth.wasserstein.bounds import check_directions
+
+    monkeypatch.setattr(validate, "host_memory", lambda: MEMORY)
+    monkeypatch.setattr(engine, "result_memory", lambda device=None: MEMORY)
+    n, d, R = 10**7, 10, 24
+    validate.check_fits(8.0 * n * d, "n, d", "the data")  # datasets.load's own check
+    _check_dense_fits(R, d, 4 * 2 * (2**R + 2**11) + 4 * 2**R * d + 2**R * (d + 2) * 4)
+    assert check_directions(None, 0, "linf", d, n) == (0, 0)
+    assert check_directions(None, 0, "l2", d, n) == (2, 0)
+    assert check_directions(0, 5, "l2", d, 1000) == (0, 5)  # 0: the axes alone
+    assert datasets.load("uniform", n=1000, d=d).shape == (1000, d)
+
+
+def test_command_line_refuses_a_data_set_too_large_for_memory(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(validate, "host_memory", lambda: MEMORY)
+    monkeypatch.chdir(tmp_path)
+    args = ["simulate", "--mechanism", "pmm", "--data", "uniform", "--n", "1000000000",
+            "--eps", "1", "--seeds", "2", "--metric", "tree", "--quiet", "--out", "x.csv"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxsynth: error: data set uniform (n = 1000000000): n, d: ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("mech", [js.PrivTree(), js.AdaptivePrunedPMM()],
@@ -184,6 +328,12 @@ def _setup(tmp_path):
     text.to_csv(tmp_path / "text.csv", index=False)
     table.to_csv(tmp_path / "tree-only.csv", index=False, columns=[
         c for c in table if c not in ("w1_exact_lower", "w1_exact_upper")] + ["w1_exact_lower"])
+    table.iloc[:0].to_csv(tmp_path / "header-only.csv", index=False)  # the header, no rows
+    for column in ("d", "n", "eps", "intrinsic_dim"):  # text where a number belongs
+        text = table.astype({column: object})
+        text.loc[1, column] = "abc"
+        text.to_csv(tmp_path / f"{column}-text.csv", index=False)
+    table.assign(d=True).to_csv(tmp_path / "d-bool.csv", index=False)
 
 
 CLI = [
@@ -221,6 +371,19 @@ CLI = [
     ("rate n = 0", ["rate", "n0.csv"], "n value(s) that are not a positive integer"),
     ("rate negative W1", ["rate", "negative.csv"], "w1_exact_upper value(s) that are missing"),
     ("rate non-numeric W1", ["rate", "text.csv"], "first: 'abc'"),
+    ("rate header only", ["rate", "header-only.csv"], "'header-only.csv' holds no rows"),
+    ("rate header only and a good file", ["rate", "sweep.csv", "header-only.csv"],
+     "'header-only.csv' holds no rows"),
+    ("rate d text", ["rate", "d-text.csv"],
+     "'d-text.csv' holds invalid rows: 1 d value(s) that are not a positive integer "
+     "(first: 'abc')"),
+    ("rate d True", ["rate", "d-bool.csv"], "'d-bool.csv' holds invalid rows: 6 d value(s)"),
+    ("rate intrinsic_dim text", ["rate", "intrinsic_dim-text.csv"],
+     "1 intrinsic_dim value(s) that are not a positive integer"),
+    ("rate n text", ["rate", "n-text.csv"],
+     "'n-text.csv' holds invalid rows: 1 n value(s) that are not a positive integer"),
+    ("rate eps text", ["rate", "eps-text.csv"],
+     "'eps-text.csv' holds invalid rows: 1 eps value(s) that are not a positive number"),
     ("rate unwritable plot", ["rate", "sweep.csv", "--plot", "/nonexistent/x.png"],
      "does not exist"),
     ("rate plot suffix", ["rate", "sweep.csv", "--plot", "x.txt"], "--plot must end in"),

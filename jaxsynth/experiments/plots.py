@@ -102,11 +102,14 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
     Returns:
       the ``Figure``.  Points are cell means with ±2 standard errors; the solid line is
       the least-squares fit (its slope and interval in the legend); the dotted line is
-      the papers' bound function (``rates.theory``) scaled to meet the fit at the
-      geometric middle of the εn range.  The axis and title name the quantity
-      (``quantity``); when ``metric`` is the upper end of a certified pair
-      (``LOWER_ENDS``) and the table has the lower end, the lower end's means are drawn
-      as open markers, so the pair is visible.
+      the papers' bound function (``rates.theory``): only its slope is meaningful, and
+      it is drawn through the fit at the geometric middle of the εn range (the legend
+      says so).  The axis and title name the quantity (``quantity``); when ``metric`` is
+      the upper end of a certified pair (``LOWER_ENDS``) and the table has the lower
+      end, the lower end's means are drawn as open markers with their own error bars, so
+      the pair is visible.  Curves that coincide (PMM and Pruned-PMM often do) stay
+      visible: each group has its own marker and is offset horizontally by a few
+      percent.  The legend sits below the axes, clear of the points.
     """
     check_str(metric, "metric")
     _check_df(df, ["eps", "n", metric])
@@ -115,18 +118,18 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
     by = [by] if isinstance(by, str) else list(by)
     if rates is None:
         rates = estimate_rate(df, metric=metric, by=by, n_boot=200)
-    fig = Figure(figsize=(6.4, 4.8))
+    fig = Figure(figsize=(7.2, 6.4), layout="constrained")
     ax = fig.add_subplot()
     lower = LOWER_ENDS.get(metric) if LOWER_ENDS.get(metric) in df else None
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
-    for i, (key, label, g) in enumerate(_groups(df, by)):
+    groups = _groups(df, by)
+    for i, (key, label, g) in enumerate(groups):
         fit = fits[key]
-        color = f"C{i % 10}"
-        cells = g.assign(en=g["eps"] * g["n"]).groupby("en")[metric]
-        x, mean = cells.mean().index.to_numpy(float), cells.mean().to_numpy(float)
-        err = 2 * cells.std(ddof=1).fillna(0).to_numpy(float) / np.sqrt(cells.size().to_numpy())
+        color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
+        dodge = DODGE ** (i - (len(groups) - 1) / 2)  # coinciding curves stay visible
+        x, mean, err = _cell_means(g, metric)
         fitted = np.isfinite(fit["slope"])
-        ax.errorbar(x, mean, yerr=err, fmt="o", color=color, ms=4, capsize=2,
+        ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=4, capsize=2,
                     label=None if fitted else label)
         if fitted:
             mid = np.sqrt(x.min() * x.max())
@@ -139,24 +142,40 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
             th = _group_theory(g)
             if th is not None and fit["theory"] == th.label:
                 ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color=color,
-                        label=f"{label}: theory {th.label} (slope {fit['bound_slope']:.2f})")
+                        label=f"{label}: theory {th.label}, slope {fit['bound_slope']:.2f} "
+                              "(height arbitrary: through the fit's middle)")
         if lower is not None:
-            low = g.assign(en=g["eps"] * g["n"]).groupby("en")[lower].mean()
-            ax.plot(low.index.to_numpy(float), low.to_numpy(float), "o--", color=color, ms=4,
-                    mfc="none", lw=0.8, label=f"{label}: {quantity(lower, df)}")
+            lx, low, lerr = _cell_means(g, lower)
+            ax.errorbar(lx * dodge, low, yerr=lerr, fmt=marker + "--", color=color, ms=4,
+                        mfc="none", lw=0.8, capsize=2, label=f"{label}: lower end")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("ε n")
-    ax.set_ylabel(f"mean {metric}: {quantity(metric, df)}", fontsize=9)
     if lower is None:
+        ax.set_ylabel(f"mean {metric}: {quantity(metric, df)}", fontsize=9)
         ax.set_title(f"{quantity(metric, df)} against ε n", fontsize=10)
     else:
+        ax.set_ylabel(f"mean {ground_name(df)} W1 of the whole data set\n"
+                      f"(filled: {metric}, open: {lower})", fontsize=9)
         ax.set_title(f"certified pair of the {ground_name(df)} W1 against ε n: upper "
                      "end (filled, fitted), lower end (open)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    entries = len(ax.get_legend_handles_labels()[0])
+    fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
     return _save(fig, path)
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+DODGE = 1.04
+"""Horizontal offset factor between neighbouring groups of a rate plot (log axis)."""
+
+
+def _cell_means(g: pd.DataFrame, column: str):
+    """Per-εn means of ``column`` and ±2 standard errors (0 for single replicates)."""
+    cells = g.assign(en=g["eps"] * g["n"]).groupby("en")[column]
+    err = 2 * cells.std(ddof=1).fillna(0).to_numpy(float) / np.sqrt(cells.size().to_numpy())
+    return cells.mean().index.to_numpy(float), cells.mean().to_numpy(float), err
 
 
 def _group_theory(g: pd.DataFrame):

@@ -137,21 +137,35 @@ def _show(value) -> str:
 
 
 def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """``df`` with ``eps``, ``n`` and ``metric`` as floats, or ``ValueError`` naming the column."""
+    """``df`` with ``eps``, ``n`` and ``metric`` as floats, or ``ValueError`` naming the column.
+
+    The theory's columns ``d``, ``intrinsic_dim`` (positive integers) and ``depth``
+    (non-negative integers) are checked too when present (and left as they are): text,
+    booleans or missing values there are refused, not skipped.
+    """
     out = {}
-    for column, rule in (("eps", "positive numbers"), ("n", "positive integers"),
-                         (metric, "non-negative numbers")):
-        value = pd.to_numeric(df[column], errors="coerce").to_numpy(np.float64,
-                                                                     na_value=np.nan)
+    rules = [("eps", "positive numbers"), ("n", "positive integers"),
+             (metric, "non-negative numbers")]
+    rules += [(c, r) for c, r in (("d", "positive integers"), ("intrinsic_dim",
+                                  "positive integers"), ("depth", "non-negative integers"))
+              if c in df]
+    for column, rule in rules:
+        raw = df[column]
+        value = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
         bad = ~np.isfinite(value)
+        if pd.api.types.is_bool_dtype(raw.dtype):
+            bad |= True
+        elif raw.dtype == object:
+            bad |= raw.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
         with np.errstate(invalid="ignore"):
-            bad |= (value < 0) if column == metric else (value <= 0)
-            if column == "n":
+            bad |= (value < 0) if "non-negative" in rule else (value <= 0)
+            if "integers" in rule:
                 bad |= value != np.floor(value)
         if bad.any():
             raise ValueError(f"{column} must hold {rule}; {int(bad.sum())} row(s) do not "
-                             f"(first: {_show(df[column].iloc[int(np.argmax(bad))])})")
-        out[column] = value
+                             f"(first: {_show(raw.iloc[int(np.argmax(bad))])})")
+        if column in ("eps", "n", metric):
+            out[column] = value
     return df.assign(**out)
 
 
@@ -214,8 +228,8 @@ def estimate_rate(
     Raises:
       ValueError: naming the argument or the group: a ``metric`` that is not a W1 column,
         ``by`` naming ``eps``, ``n``, ``seed`` or a W1 column, a missing column, a row with a
-        non-positive or non-numeric ``eps``/``n``, a missing, non-numeric or negative
-        ``metric``, a group with a single εn value (no slope) or a cell with a single
+        non-positive or non-numeric ``eps``/``n`` (or ``d``, ``intrinsic_dim``, ``depth``
+        when present), a missing, non-numeric or negative ``metric``, a group with a single εn value (no slope) or a cell with a single
         replicate (no interval), a non-positive cell mean (no logarithm).
     """
     if not isinstance(df, pd.DataFrame):

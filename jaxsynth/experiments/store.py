@@ -75,6 +75,9 @@ FORMAT = "jaxsynth-results/2"
 KEY_COLUMNS = ("mechanism", "data", "n", "eps", "seed")
 """A replicate: one row per distinct value of these columns."""
 TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "ground")
+OPTIONAL_INTEGERS = {"d": "a positive integer", "intrinsic_dim": "a positive integer",
+                     "depth": "a non-negative integer"}
+"""Columns checked like the key columns when a table has them (``validate_rows``)."""
 MAX_ROWS = 1_000_000
 """Most rows of one store (and of one ``simulate`` call): ~0.7 GB as a DataFrame."""
 MERGED_SPEC_KEYS = ("groups", "data")
@@ -225,9 +228,13 @@ def _show(value) -> str:
 
 
 def _bad(value: pd.Series) -> np.ndarray:
-    """Entries that are not finite numbers."""
+    """Entries that are not finite numbers (booleans, which pandas reads from ``True``, are not)."""
     numbers = pd.to_numeric(value, errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    return ~np.isfinite(numbers)
+    if value.dtype == object:
+        boolean = value.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
+    else:
+        boolean = np.full(len(value), pd.api.types.is_bool_dtype(value.dtype))
+    return ~np.isfinite(numbers) | boolean
 
 
 def validate_rows(table: pd.DataFrame, metric_columns, where: str) -> None:
@@ -241,18 +248,22 @@ def validate_rows(table: pd.DataFrame, metric_columns, where: str) -> None:
     for column in ("mechanism", "data"):
         if table[column].isna().any():
             problems.append(f"an empty {column}")
-    for column, rule in (("seed", "a non-negative integer"), ("n", "a positive integer"),
-                         ("eps", "a positive number")):
+    # the key columns, then the numbers the rate fit reads when present (its theory: d,
+    # intrinsic_dim, depth): text in any of them is refused, never averaged or skipped
+    rules = [("seed", "a non-negative integer"), ("n", "a positive integer"),
+             ("eps", "a positive number")]
+    rules += [(c, r) for c, r in OPTIONAL_INTEGERS.items() if c in table]
+    for column, rule in rules:
         bad = _bad(table[column])
         value = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64,
                                                                          na_value=np.nan)
         with np.errstate(invalid="ignore"):
-            if column == "seed":
-                bad |= (value < 0) | (value != np.floor(value))
-            elif column == "n":
-                bad |= (value <= 0) | (value != np.floor(value))
+            if "non-negative" in rule:
+                bad |= value < 0
             else:
                 bad |= value <= 0
+            if "integer" in rule:
+                bad |= value != np.floor(value)
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are not {rule} "
                             f"(first: {_show(table[column].iloc[int(np.argmax(bad))])})")

@@ -13,7 +13,10 @@ How the work is organised:
 * **once per (mechanism, data set)**: the mechanism's engine plan (``mech.plan``): one
   compiled kernel for every ε, with one fixed chunk shape taken from the plan's memory
   model, so every replicate is computed by the same program whatever is left to do
-  (a resumed run reproduces the uninterrupted one bit for bit);
+  (a resumed run reproduces the uninterrupted one bit for bit); a mechanism whose ε run
+  on different engines alone (``eps_groups``: ``PrunedPMM(engine='auto')`` at the
+  ambient depth) gets one plan per engine, so a replicate's numbers, the fused tree W1
+  included, are those of its ε alone whatever the ε list;
 * **per chunk of seeds**: ``engine.run`` releases every ε × seed on the device; the tree
   W1 and its upper bound come out of the kernel itself (it descends the tree), the
   bracket's lower bound is computed on the device from the released atoms, and only the
@@ -225,8 +228,16 @@ def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
         if method == "exact":
             exact.check_rtol(options.get("rtol", exact.DEFAULT_RTOL))
             check_positive_int(options.get("clusters", exact.DEFAULT_CLUSTERS), "clusters")
+        options = dict(options)
+        if method == "bracket":  # sized against each data set in _Measurer.build
+            if options.get("n_directions", 0) is None:
+                del options["n_directions"]  # the default
+            check_positive_int(options.get("n_directions", 0), "n_directions", minimum=0)
+            check_positive_int(options.get("seed", 0), "seed", minimum=0)
+        if method == "sinkhorn" and options.get("key") is not None:
+            as_raw_key(options["key"])  # ValueError naming key, before any release
         columns = COLUMNS.get(method, [f"w1_{method}"])
-        out.append((method, dict(options), columns))
+        out.append((method, options, columns))
     names = [c for _, _, cols in out for c in cols]
     if len(set(names)) != len(names):
         raise ValueError(f"metrics: duplicate columns {names}")
@@ -251,8 +262,9 @@ class _Measurer:
                 clusters = options.get("clusters", exact.DEFAULT_CLUSTERS)
                 exact_data[clusters] = exact.prepare_exact(X, clusters)
             if method == "bracket":
-                n_dir = options.get("n_directions", bounds.DEFAULT_DIRECTIONS[ground])
-                seed = options.get("seed", 0)
+                n_dir, seed = bounds.check_directions(options.get("n_directions"),
+                                                      options.get("seed", 0), ground,
+                                                      X.shape[1], X.shape[0])
                 dirs = bounds.directions(X.shape[1], ground, n_dir, seed)
                 projections[n_dir, seed] = (jnp.asarray(dirs),
                                             jnp.asarray(bounds.sorted_projections(X, dirs)))
@@ -330,7 +342,7 @@ class _Measurer:
         points, weights = np.asarray(out["points"]), np.asarray(out["weights"])
         options = dict(options)
         key = options.pop("key", None)
-        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if key is not None:
             key = as_typed_key(key)
         result = np.empty(weights.shape[:2])
         for e, s in np.ndindex(*result.shape):
@@ -630,7 +642,8 @@ def simulate(
                 ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
             X, _, intrinsic = loaded
             for label, mech, left in todo:
-                plan, memory, chunk = sized[label]
+                parts = sized[label]  # (plan, memory, chunk) per group of ε
+                chunk = min(size for _, _, size in parts)
                 common = {"mechanism": label, "kind": mech.name, "data": ds.label,
                           "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
                 provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
@@ -638,11 +651,15 @@ def simulate(
                 per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
                 if warmup:
-                    _chunk(plan, measurer, key, runs[0], memory, devs, chunk)
+                    for plan, memory, size in parts:
+                        _chunk(plan, measurer, key, runs[0], memory, devs, size)
                 for seeds_now in runs:
-                    result, values, seconds = _chunk(plan, measurer, key, seeds_now, memory,
-                                                     devs, chunk)
-                    rows = _rows(result, values, plan, seeds_now, common, seconds)
+                    rows = []
+                    for plan, memory, size in parts:
+                        result, values, seconds = _chunk(plan, measurer, key, seeds_now,
+                                                         memory, devs, size)
+                        rows.append(_rows(result, values, plan, seeds_now, common, seconds))
+                    rows = rows[0] if len(rows) == 1 else pd.concat(rows, ignore_index=True)
                     for column, value in provenance.items():
                         rows[column] = value
                     fresh = [(label, ds.label, ds.n, e, s) not in finished
@@ -685,14 +702,19 @@ def _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs):
         raise ValueError(f"data set {ds.label} (n = {ds.n}): {exc}") from None
     sized = {}
     for label, mech, _ in todo:
-        try:
-            plan = mech.plan(loaded[1], eps)
-            memory = memory_bytes or engine.device_memory(devs[0])
-            chunk = engine.chunk_size(measurer.bytes_per_replicate(plan), 2**30, memory,
-                                      devs[0].platform)
-        except ValueError as exc:
-            raise ValueError(f"mechanism {label} on {ds.label} (n = {ds.n}): {exc}") from None
-        sized[label] = (plan, memory, -(-chunk // len(devs)) * len(devs))
+        # one plan per group of ε that run on the same engine alone (``eps_groups``, e.g.
+        # PrunedPMM(engine='auto')), so no replicate depends on the sweep's other budgets
+        groups = mech.eps_groups(loaded[1].n, eps)
+        sized[label] = []
+        for index in groups:
+            try:
+                plan = mech.plan(loaded[1], eps[index])
+                memory = memory_bytes or engine.device_memory(devs[0])
+                chunk = engine.chunk_size(measurer.bytes_per_replicate(plan), 2**30, memory,
+                                          devs[0].platform)
+            except ValueError as exc:
+                raise ValueError(f"mechanism {label} on {ds.label} (n = {ds.n}): {exc}") from None
+            sized[label].append((plan, memory, -(-chunk // len(devs)) * len(devs)))
     return loaded, measurer, sized
 
 

@@ -3,5 +3,5 @@
 ``pmm`` (PMM, Pruned-PMM) and ``pmm_kernels``; ``adaptive`` (Adaptive Pruned-PMM);
 ``privtree`` and ``privtree_kernel`` (PrivTree, shifted PrivTree); ``oracle`` (non-private
 threshold partitions and oracle measures); ``schedules`` (noise schedules, accounting);
-``registry`` (command-line names).
+``registry`` (command-line names); ``protocol`` (the ``Mechanism`` interface they share).
 """

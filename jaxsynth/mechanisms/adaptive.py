@@ -68,6 +68,7 @@ from jaxsynth.mechanisms.pmm import (
     root_capacity,
     sparse_capacity,
 )
+from jaxsynth.mechanisms.protocol import Mechanism
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -286,8 +287,8 @@ def _stack(selections, R: int) -> dict:
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class AdaptivePrunedPMM:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AdaptivePrunedPMM(Mechanism):
     """Adaptive Pruned-PMM (Zare Moayedi et al. §4.2, Algorithm 3 then Algorithm 1).
 
     Splits ``ε`` into ``ε_sel = eps_sel·ε`` for an exponential-mechanism choice among

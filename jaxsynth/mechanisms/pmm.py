@@ -32,6 +32,7 @@ from jaxsynth.core.validate import (
     check_positive_number,
 )
 from jaxsynth.mechanisms import pmm_kernels, schedules
+from jaxsynth.mechanisms.protocol import Mechanism
 
 PLACEMENTS = ("center", "uniform")
 ENGINES = ("auto", "sparse", "dense")
@@ -115,8 +116,8 @@ def _by_depth(static, key, params, shared):
     return params["depth"]
 
 
-@dataclasses.dataclass(frozen=True)
-class _PMMFamily:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _PMMFamily(Mechanism):
     depth: int | None = None
     schedule: str = "packing"
     packing_k: float | None = None
@@ -161,6 +162,19 @@ class _PMMFamily:
 
     def _engine(self, depth: int, n: int) -> str:
         return "dense"
+
+    def eps_groups(self, n: int, eps) -> list[np.ndarray]:
+        """Indices of ``eps`` that run on the engine each of them gets alone, in groups.
+
+        A plan runs every ε on the engine its deepest ε picks (``PrunedPMM(engine='auto')``:
+        dense while ``2^r ≤ 2n``).  Both engines release the same measure, but the fused
+        tree W1 sums in each engine's own order, so its float32 value moves in the last bit
+        between them; ``simulate`` plans each group apart, so a replicate's numbers do not
+        depend on the other budgets of the sweep.
+        """
+        kinds = np.array([self._engine(self.resolved_depth(float(e), n), n)
+                          for e in np.atleast_1d(eps)])
+        return [np.flatnonzero(kinds == kind) for kind in dict.fromkeys(kinds.tolist())]
 
     def plan(self, tree: DataTree, eps) -> engine.Plan:
         """The engine plan for data ``tree`` and budgets ``eps`` [E].
@@ -251,7 +265,7 @@ class _PMMFamily:
         return pmm_kernels.sparse_kernel, static, shared, per_replicate
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PMM(_PMMFamily):
     """Full-tree Private Measure Mechanism (He, Vershynin, Zhu 2023; Zare Moayedi et al. §3).
 
@@ -278,7 +292,7 @@ class PMM(_PMMFamily):
         check_choice(self.consistency, "consistency", ("proportional", "zero_respecting"))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PrunedPMM(_PMMFamily):
     """Pruned-PMM with the zero-respecting rule (Zare Moayedi et al. §4.1, §A.2, Alg. 1–2).
 

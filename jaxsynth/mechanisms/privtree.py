@@ -93,6 +93,7 @@ from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
 from jaxsynth.mechanisms.pmm import metric_tables
 from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
+from jaxsynth.mechanisms.protocol import Mechanism
 
 MAX_BISECTIONS = 22
 """Bisections per coordinate supported (exact float32 cells, centers and shifts)."""
@@ -246,8 +247,8 @@ def lp_projection(noisy_mass, points, bound=None):
 
 
 
-@dataclasses.dataclass(frozen=True)
-class PrivTree:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PrivTree(Mechanism):
     """PrivTree + Laplace leaf masses, optionally on a randomly shifted partition.
 
     He §3, §5.2 (the parameters ``θ = 0``, ``σ = 6/(εn)``, ``δ = σ ln 2``
@@ -280,6 +281,8 @@ class PrivTree:
             check_positive_int(self.capacity, "capacity")
         check_choice(self.reconstruction, "reconstruction", RECONSTRUCTIONS)
         check_choice(self.placement, "placement", PLACEMENTS)
+
+    is_oracle = False
 
     @property
     def name(self) -> str:

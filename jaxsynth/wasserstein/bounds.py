@@ -65,8 +65,9 @@ def check_directions(n_directions, seed, metric: str, d: int, n: int) -> tuple[i
 
     ``n_directions`` (``None``: ``DEFAULT_DIRECTIONS[metric]``; 0: the axes alone) and
     ``seed`` must be integers ``>= 0`` (not bools), and the ``[d + n_directions, n]`` data
-    projections must fit: their host preparation (float64 projections, their sort, the
-    float32 result: about ``20·n`` bytes per direction) within ``validate.memory_limit()``.
+    projections must fit: in float64 (as ``sorted_projections`` makes them; its sort and
+    float32 result are copies of that size or less) within ``validate.memory_limit()``,
+    like any input-sized array.
 
     Raises:
       ValueError: naming ``n_directions`` or ``seed``.
@@ -76,7 +77,7 @@ def check_directions(n_directions, seed, metric: str, d: int, n: int) -> tuple[i
     n_directions = check_positive_int(n_directions, "n_directions", minimum=0)
     seed = check_positive_int(seed, "seed", minimum=0)
     k = d + n_directions
-    check_fits(20.0 * k * n + 12.0 * k * d, "n_directions",
+    check_fits(8.0 * k * (n + d), "n_directions",
                f"the data projections on {k} directions ([{k}, n = {n}])",
                hint="use fewer n_directions")
     return n_directions, seed

@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxsynth.core.keys import as_typed_key
 from jaxsynth.wasserstein import tree as _tree
-from jaxsynth.wasserstein.bounds import bracket, check_valid, tree_upper
+from jaxsynth.wasserstein.bounds import bracket, check_directions, check_valid, tree_upper
 from jaxsynth.wasserstein.exact import (
     DEFAULT_CLUSTERS,
     DEFAULT_RTOL,
@@ -55,6 +55,8 @@ _OPTIONS = {
     "exact1d": set(),
     "exact": {"rtol", "clusters"},
 }
+MASS_TOLERANCE = 1e-4
+"""Largest ``|Σ weights − 1|`` of a replicate (float32 releases are within ~1e-7)."""
 
 
 def _as_data(X, out):
@@ -87,8 +89,11 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
       ``"bracket"`` and ``"exact"`` a tuple ``(lower, upper)`` of two such arrays.
 
     Raises:
-      ValueError: naming the argument for bad data, a bad measure, an unknown method,
-        metric or option, ``exact1d`` with ``d ≠ 1``, or leaves that are not a tree.
+      ValueError: naming the argument for bad data, a bad measure (weights negative,
+        NaN, or not summing to 1 within ``MASS_TOLERANCE``), an unknown method, metric or
+        option, a bad option value (``n_directions``, ``seed``: integers >= 0, and
+        projections that fit in memory; ``key``: an int seed or one JAX key),
+        ``exact1d`` with ``d ≠ 1``, or leaves that are not a tree.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -105,6 +110,12 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
         raise ValueError(f"X: an ExactData serves method='exact' only; got method={method!r}")
     points_of_X = X.X if isinstance(X, ExactData) else _tree.data_points(X)
     points, weights, _, _ = _tree.check_measure(out, points_of_X.shape[1])
+    _check_mass(weights)
+    if method == "bracket":  # before any work (the projections are sized here)
+        check_directions(options.get("n_directions"), options.get("seed", 0), metric,
+                         points_of_X.shape[1], points_of_X.shape[0])
+    if method == "sinkhorn" and options.get("key") is not None:
+        options = {**options, "key": as_typed_key(options["key"])}  # ValueError naming key
     if method == "exact":
         if not isinstance(X, ExactData):
             X = prepare_exact(points_of_X, options.get("clusters", DEFAULT_CLUSTERS))
@@ -129,6 +140,20 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
     return np.asarray(result.value, np.float64)
 
 
+def _check_mass(weights) -> None:
+    """Refuse a measure whose replicates do not have mass 1 (W1 compares probability
+    measures; a total of 2, say, would be silently renormalised by some methods)."""
+    totals = np.asarray(weights, np.float64).sum(axis=-1)
+    bad = np.abs(totals - 1.0) > MASS_TOLERANCE
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"out.weights must sum to 1 in every replicate (a probability measure); "
+            f"{int(bad.sum())} replicate(s) do not (flat batch index {i} sums to "
+            f"{totals[i]:.6g})"
+        )
+
+
 def _sinkhorn(X, out, metric, options):
     """One certified Sinkhorn solve per replicate (host loop; shapes reuse compilations)."""
     import jax
@@ -136,9 +161,10 @@ def _sinkhorn(X, out, metric, options):
     from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
     points, weights, _, _ = _tree.check_measure(out, X.shape[1])
+    options = dict(options)
     key = options.pop("key", None)
-    if isinstance(key, (int, np.integer)):
-        key = as_typed_key(key)
+    if key is not None:
+        key = as_typed_key(key)  # an int seed, a typed or a raw key; else ValueError
     values = np.empty(len(weights))
     for i, (p, w) in enumerate(zip(points, weights)):
         rep_key = None if key is None else jax.random.fold_in(key, i)

@@ -53,7 +53,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import os
-import queue
 import warnings
 
 import jax
@@ -315,47 +314,17 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     return cost * (1 + 2.0**-40) + float(partition.diameter(0, data.X.shape[1], metric)) * miss
 
 
-def _run_here(fn, *args):
-    """Run a JAX computation (host arrays in) and bring its result to the host."""
+def _host(fn, *args):
+    """Run a JAX computation and bring its result to the host."""
     return jax.device_get(fn(*args))
 
 
-class _MainThreadDevice:
-    """Runs the JAX computations that replicate threads ask for on the thread that serves.
-
-    All JAX work (transfers, compilation, the persistent cache, execution) then stays on
-    one thread: the replicate threads touch only host arrays, and their network simplex
-    solves, which release the GIL, run in parallel.
-    """
-
-    def __init__(self):
-        self.requests = queue.Queue()
-
-    def __call__(self, fn, *args):
-        future = concurrent.futures.Future()
-        self.requests.put((fn, args, future))
-        return future.result()
-
-    def serve(self, futures) -> None:
-        """Answer requests until every future of ``futures`` is done."""
-        while not all(f.done() for f in futures):
-            try:
-                fn, args, future = self.requests.get(timeout=0.002)
-            except queue.Empty:
-                continue
-            try:
-                future.set_result(_run_here(fn, *args))
-            except BaseException as error:  # handed to the replicate that asked
-                future.set_exception(error)
-
-
 def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
-                       rtol: float = DEFAULT_RTOL, device=_run_here) -> tuple[float, float]:
+                       rtol: float = DEFAULT_RTOL) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
 
     Weights are normalised by their sum.  Levels and column generation as in the module
-    docstring.  ``device(fn, *args)`` runs the jitted passes (``w1_exact`` serves them
-    from its own thread).
+    docstring.
     """
     n, d = data.n, data.X.shape[1]
     atoms = np.asarray(points, np.float32).astype(np.float64)
@@ -367,14 +336,13 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         from jaxsynth.wasserstein.bounds import RELATIVE_MARGIN
         from jaxsynth.wasserstein.exact1d import w1_exact1d
 
-        value = float(device(w1_exact1d, data.X, atoms, w))
+        value = float(w1_exact1d(data.X, atoms, w))
         return max(0.0, value * (1 - RELATIVE_MARGIN)), min(diam, value * (1 + RELATIVE_MARGIN))
 
     order = _morton_order(atoms)          # groups of consecutive atoms are compact
     atoms, w = atoms[order], w[order]
     size = _bucket(m)
-    # host arrays: every transfer to the device happens where ``device`` runs the pass
-    y = np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]).astype(np.float32)
+    y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
     k = min(CANDIDATES, m)
 
     def centred(v):
@@ -384,7 +352,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def transform(chunks, count, v):
         """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks``, float64."""
-        fmin, _ = device(_pass(metric, 0), chunks, y, centred(v))
+        fmin, _ = _host(_pass(metric, 0), chunks, y, centred(v))
         return fmin[:count].astype(np.float64) - v.max()
 
     def lower_end(v):
@@ -401,7 +369,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         """Arcs of blocks ``rows`` (all by default) to their ``k`` atoms of least reduced cost."""
         chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
         rows = np.arange(level.size) if rows is None else rows
-        _, best = device(_pass(metric, k), chunks, y, centred(v))
+        _, best = _host(_pass(metric, k), chunks, y, centred(v))
         return np.repeat(rows, k) * m + best[: len(rows)].ravel()
 
     first = data.levels[0]
@@ -455,29 +423,22 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
 
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
     (coordinates, then weight), so a replicate's pair depends only on its own atoms.
-    Replicates run on a pool of one thread per CPU core (the network simplex releases the
-    GIL); their jitted passes run on the calling thread (``_MainThreadDevice``), and each
-    replicate's computation is the same whatever thread runs it.
+    Replicates run on a pool of one thread per CPU core: the network simplex and JAX's
+    computations release the GIL, so both run in parallel; each replicate's computation
+    is the same whatever thread runs it.
 
     Returns:
       (lower [B], upper [B]) float64.
     """
     rtol = check_rtol(rtol)
-
     workers = max(1, min(len(weights), os.cpu_count() or 1))
-    device = _MainThreadDevice() if workers > 1 else _run_here
 
     def one(b):
         p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
-        return w1_exact_replicate(data, p, w, metric, rtol, device)
+        return w1_exact_replicate(data, p, w, metric, rtol)
 
-    if workers == 1:
-        pairs = [one(b) for b in range(len(weights))]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(one, b) for b in range(len(weights))]
-            device.serve(futures)
-            pairs = [f.result() for f in futures]
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        pairs = list(pool.map(one, range(len(weights))))
     lower, upper = np.array(pairs, np.float64).reshape(-1, 2).T
     return lower.copy(), upper.copy()
 

@@ -360,7 +360,7 @@ def w1_sinkhorn(
             raise ValueError(f"subsample must be at most n = {n}; got {subsample}")
         if key is None:
             raise ValueError("key is required with subsample")
-        key = as_typed_key(key) if isinstance(key, numbers.Integral) else key
+        key = as_typed_key(key)  # an int seed, a typed or a raw key; else ValueError naming key
         x, y, b = _subsample(key, x, y, b, subsample)
         n = subsample
 

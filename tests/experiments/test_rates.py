@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxsynth.experiments.plots import depth_plot, rate_plot
+from jaxsynth.experiments.plots import DODGE, depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate, theory
 
 EN = np.array([500.0, 1000.0, 2000.0, 4000.0, 8000.0])
@@ -121,13 +121,23 @@ def test_plots_write_png(tmp_path):
     df["depth"] = np.repeat(np.ceil(np.log2(EN)).astype(int), 40)
     df["w1_exact_lower"] = df.w1_exact_upper / 4
     fig = rate_plot(df, path=tmp_path / "rate.png")
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]  # outside the axes
     assert any("slope -0.5" in t for t in labels)
-    assert any("theory (eps n)^(-1/2)" in t for t in labels)
-    # the figure names its quantity, and shows the bracket's lower end beside the fit
-    assert "ℓ∞ W1 of the whole data set (certified upper end" in fig.axes[0].get_ylabel()
+    assert any("theory (eps n)^(-1/2)" in t and "height arbitrary" in t for t in labels)
+    # the figure names its quantity, and shows the pair's lower end beside the fit
+    ylabel = fig.axes[0].get_ylabel()
+    assert "ℓ∞ W1 of the whole data set" in ylabel
+    assert "filled: w1_exact_upper, open: w1_exact_lower" in ylabel
     assert "certified pair of the ℓ∞ W1" in fig.axes[0].get_title()
-    assert any("certified lower end" in t for t in labels)
+    assert any(t.endswith(": lower end") for t in labels)
+    # two groups with identical means: drawn side by side, with different markers
+    twin = pd.concat([df, df.assign(mechanism="pmm-copy")])
+    ax = rate_plot(twin, rates=None).axes[0]
+    points = [line for line in ax.get_lines()
+              if line.get_linestyle() == "None" and line.get_marker() not in ("_", "|")][:2]
+    assert points[0].get_marker() != points[1].get_marker()
+    x0, x1 = (np.asarray(p.get_xdata(), float) for p in points)
+    np.testing.assert_allclose(x1 / x0, DODGE)
     tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, ground="l2"), metric="w1_tree")
     assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
     assert "ultrametric tree W1 (not the ℓ2 W1) against ε n" == tree.axes[0].get_title()

@@ -79,7 +79,8 @@ def test_chunk_size_does_not_change_results(X, table):
     small = simulate(MECHS, X, eps=[1.0], seeds=4, metrics=METRICS, key=7, progress=False,
                      memory_bytes=160_000)
     pd.testing.assert_frame_equal(_numbers(small),
-                                  _numbers(table[table.eps == 1.0]).reset_index(drop=True))
+                                  _numbers(table[table.eps == 1.0]).reset_index(drop=True),
+                                  check_exact=True)
 
 
 def test_replicate_values_do_not_depend_on_the_rest_of_the_sweep(X, table):
@@ -92,8 +93,32 @@ def test_replicate_values_do_not_depend_on_the_rest_of_the_sweep(X, table):
         mine = table.set_index(["mechanism", "eps", "seed"]).loc[
             list(zip(part.mechanism, part.eps, part.seed))].reset_index()
         pd.testing.assert_frame_equal(_numbers(part), _numbers(mine)[list(part.columns[
-            ~part.columns.isin(TIMING)])])
+            ~part.columns.isin(TIMING)])], check_exact=True)
     assert (table.w1_lower > 0).all() and (table.w1_lower < table.w1_upper).all()
+
+
+def test_replicates_at_the_ambient_depth_do_not_depend_on_the_eps_list_or_seed_split(X):
+    # Truth: replicate (mechanism, eps, seed) is js.release(fold_in(key, seed), M, X, eps)
+    # alone, bit for bit.  At the ambient depth PrunedPMM(engine='auto') runs eps = 1
+    # (depth 9, 2^9 <= 2n) on the dense engine and eps = 8 (depth 12) on the sparse one;
+    # planned together, eps = 1 ran on the sparse engine and its fused tree W1 moved by
+    # one float32 ulp (3e-8) at seeds 0 and 3 (sweep.py plans each engine group apart).
+    mechs = [js.PrunedPMM(), js.PrivTree()]
+    assert [g.tolist() for g in js.PrunedPMM().eps_groups(300, [1.0, 8.0])] == [[0], [1]]
+    whole = simulate(mechs, X, eps=[1.0, 8.0], seeds=range(4), metrics=METRICS, key=7,
+                     progress=False)
+    for eps, seeds in (([1.0], range(2, 4)), ([8.0], [3]), ([8.0, 1.0], [0])):
+        part = simulate(mechs, X, eps=eps, seeds=seeds, metrics=METRICS, key=7,
+                        progress=False)
+        mine = whole.set_index(["mechanism", "eps", "seed"]).loc[
+            list(zip(part.mechanism, part.eps, part.seed))].reset_index()
+        pd.testing.assert_frame_equal(_numbers(part), _numbers(mine)[list(part.columns[
+            ~part.columns.isin(TIMING)])], check_exact=True)  # bitwise, not to rtol 1e-5
+    for seed in (0, 3):  # and the kernel's tree W1 is that of the release of eps alone
+        row = whole[(whole.mechanism == "pruned-pmm") & (whole.eps == 1.0) & (whole.seed == seed)]
+        _, diag = js.release(jax.random.fold_in(jax.random.key(7), seed), js.PrunedPMM(), X,
+                             1.0, diagnostics=True)
+        assert row.w1_tree.iloc[0] == float(diag["tree_linf"])
 
 
 def test_resume_skips_done_units_and_ends_identical(X, table, tmp_path):

@@ -1,0 +1,35 @@
+"""What the engine, the sweep and the auditor ask of a mechanism config.
+
+A mechanism is a frozen, keyword-only dataclass of public options with a ``name``, an
+``is_oracle`` flag (True when it reads the true data beyond what its privacy accounting
+covers, e.g. PMM's ``profile`` schedule), the depth of the data tree it needs
+(``data_depth``) and an engine plan for a data tree and a list of budgets (``plan``).
+``eps_groups`` says which budgets may share one plan (by default all).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Mechanism"]
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """The interface of every mechanism config (``PMM``, ``PrunedPMM``,
+    ``AdaptivePrunedPMM``, ``PrivTree``)."""
+
+    name: str
+    is_oracle: bool
+
+    def data_depth(self, n: int, d: int, eps) -> int:
+        """Depth of the ``DataTree`` that ``plan`` needs for every budget of ``eps``."""
+
+    def plan(self, tree, eps):
+        """The ``engine.Plan`` releasing from ``tree`` at the budgets ``eps`` [E]."""
+
+    def eps_groups(self, n: int, eps) -> list[np.ndarray]:
+        """Indices of ``eps`` in groups that run as one plan (default: one group)."""
+        return [np.arange(len(np.atleast_1d(eps)))]

@@ -203,8 +203,8 @@ API = [
     # the theory's columns of a result table: text is refused, not averaged or skipped
     ("estimate_rate d text", lambda: estimate_rate(_table().astype({"d": object}).assign(
         d=lambda t: t.d.where(t.seed > 0, "abc"))), "d must hold positive integers"),
-    ("estimate_rate intrinsic_dim missing", lambda: estimate_rate(_table().assign(
-        intrinsic_dim=lambda t: t.intrinsic_dim.where(t.seed > 0))),
+    ("estimate_rate intrinsic_dim 1.5", lambda: estimate_rate(_table().assign(
+        intrinsic_dim=lambda t: t.intrinsic_dim.where(t.seed > 0, 1.5))),
      "intrinsic_dim must hold positive integers"),
     ("estimate_rate d True", lambda: estimate_rate(_table().assign(d=True)),
      "d must hold positive integers"),

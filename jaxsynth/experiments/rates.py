@@ -140,8 +140,10 @@ def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``df`` with ``eps``, ``n`` and ``metric`` as floats, or ``ValueError`` naming the column.
 
     The theory's columns ``d``, ``intrinsic_dim`` (positive integers) and ``depth``
-    (non-negative integers) are checked too when present (and left as they are): text,
-    booleans or missing values there are refused, not skipped.
+    (non-negative integers) are checked too when present, and left as they are: text,
+    booleans, fractions or out-of-range numbers there are refused, not skipped; a missing
+    value (a table concatenated with one that lacks the column) is allowed, and a group
+    with one gets no theory columns.
     """
     out = {}
     rules = [("eps", "positive numbers"), ("n", "positive integers"),
@@ -161,6 +163,8 @@ def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
             bad |= (value < 0) if "non-negative" in rule else (value <= 0)
             if "integers" in rule:
                 bad |= value != np.floor(value)
+        if column not in ("eps", "n", metric):
+            bad &= raw.notna().to_numpy(bool)  # missing is allowed, text is not
         if bad.any():
             raise ValueError(f"{column} must hold {rule}; {int(bad.sum())} row(s) do not "
                              f"(first: {_show(raw.iloc[int(np.argmax(bad))])})")
@@ -176,14 +180,17 @@ def _theory_columns(g: pd.DataFrame, x) -> dict:
     out = {"d": np.nan, "intrinsic_dim": np.nan, "theory": "", "theory_exponent": np.nan,
            "bound_slope": np.nan}
     columns = [kind_col, "d", s_col]
-    if any(c not in g for c in columns) or any(g[c].nunique() != 1 for c in columns):
+    if any(c not in g for c in columns) or any(
+            g[c].isna().any() or g[c].nunique() != 1 for c in columns):
         return out
     kind, d, s = g[kind_col].iloc[0], int(g["d"].iloc[0]), int(g[s_col].iloc[0])
     out.update(d=d, intrinsic_dim=s)
     th = theory(kind, d, s)
     if th is None:
         return out
-    if kind in _AMBIENT_DEPTH and "depth" in g:
+    if kind in _AMBIENT_DEPTH and "depth" in g and g["depth"].notna().any():
+        if g["depth"].isna().any():  # some rows' depth unknown: the rule cannot be checked
+            return out
         ambient = [default_depth(e, n) for e, n in zip(g["eps"], g["n"])]
         if not np.array_equal(g["depth"].to_numpy(), ambient):
             out["theory"] = "fixed depth: saturates at the leaf resolution"

@@ -77,7 +77,8 @@ KEY_COLUMNS = ("mechanism", "data", "n", "eps", "seed")
 TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "ground")
 OPTIONAL_INTEGERS = {"d": "a positive integer", "intrinsic_dim": "a positive integer",
                      "depth": "a non-negative integer"}
-"""Columns checked like the key columns when a table has them (``validate_rows``)."""
+"""Columns checked like the key columns when a table has them (``validate_rows``), except
+that an empty field is allowed (rows of a table that lacked the column)."""
 MAX_ROWS = 1_000_000
 """Most rows of one store (and of one ``simulate`` call): ~0.7 GB as a DataFrame."""
 MERGED_SPEC_KEYS = ("groups", "data")
@@ -264,6 +265,8 @@ def validate_rows(table: pd.DataFrame, metric_columns, where: str) -> None:
                 bad |= value <= 0
             if "integer" in rule:
                 bad |= value != np.floor(value)
+        if column in OPTIONAL_INTEGERS:
+            bad &= table[column].notna().to_numpy(bool)  # empty is allowed, text is not
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are not {rule} "
                             f"(first: {_show(table[column].iloc[int(np.argmax(bad))])})")

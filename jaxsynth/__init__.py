@@ -4,7 +4,7 @@
     X = js.datasets.load("spiral", n=30000, key=0)
     out = js.release(0, js.PMM(depth=15), X, eps=1.0)
     batch = js.release_batch(0, js.PrunedPMM(), X, eps=[0.5, 1, 2], seeds=100)
-    js.w1(X, out, method="tree")
+    lower, upper = js.w1(X, out)          # the certified l-inf W1 of the whole data set
 
 The package follows the pipeline: ``core`` (partition, data tree and descent, keys,
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for

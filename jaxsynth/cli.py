@@ -7,7 +7,11 @@ traceback.  An operating-system error (a full disk, say) prints one line and exi
 The default quantity is the ℓ∞ W1 between the whole data set and each release, the
 quantity the papers' rates bound, certified to 1% (``w1_exact_lower``,
 ``w1_exact_upper``): ``simulate`` and ``demo`` measure it, ``rate`` fits
-``w1_exact_upper`` unless ``--metric`` names another column.
+``w1_exact_upper`` unless ``--column`` names another column.
+
+Words: ``--method`` chooses how W1 is measured (exact, bracket, tree, ...), ``--metric``
+the ground metric (linf, l2), ``--column`` the result column ``rate`` fits.  The former
+flags ``simulate --ground`` and ``rate --metric`` are refused, naming the new ones.
 """
 
 from __future__ import annotations
@@ -37,6 +41,16 @@ class _UsageError(Exception):
     pass
 
 
+def _renamed(message: str):
+    """An argparse action for a former flag: refuses it with ``message`` (the new flag)."""
+
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            raise _UsageError(message)
+
+    return Renamed
+
+
 def _listed(parse, what: str):
     """An argparse type: a non-empty comma-separated list of ``what``, each through ``parse``."""
 
@@ -55,6 +69,35 @@ def _listed(parse, what: str):
 _floats = _listed(float, "numbers")
 _ints = _listed(int, "integers")
 _names = _listed(str.strip, "names")
+
+
+def _methods(text: str) -> list:
+    """An argparse type: W1 methods; a ground metric here is told to use ``--metric``."""
+    from jaxsynth.core.partition import GROUND_METRICS
+    from jaxsynth.wasserstein.dispatch import METHODS
+
+    names = _names(text)
+    metrics = [v for v in names if v in GROUND_METRICS]
+    if metrics:
+        raise argparse.ArgumentTypeError(
+            f"{metrics[0]!r} is a ground metric, chosen with --metric {metrics[0]}; "
+            f"--method takes W1 methods ({', '.join(METHODS)})")
+    return names
+
+
+def _ground_metric(text: str) -> str:
+    """An argparse type: a ground metric; W1 methods here are told to use ``--method``."""
+    from jaxsynth.core.partition import GROUND_METRICS
+    from jaxsynth.wasserstein.dispatch import METHODS
+
+    if text in GROUND_METRICS:
+        return text
+    if any(v.strip() in METHODS for v in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"--metric is the ground metric ({' or '.join(GROUND_METRICS)}); got {text!r}: "
+            f"W1 methods are chosen with --method (--method {text})")
+    raise argparse.ArgumentTypeError(
+        f"expected a ground metric, {' or '.join(GROUND_METRICS)}; got {text!r}")
 
 
 def _integer(minimum: int):
@@ -88,6 +131,9 @@ def _megabytes(text: str) -> float:
 
 
 def _parser() -> _Parser:
+    from jaxsynth.core.partition import GROUND_METRICS
+
+    metrics = " or ".join(GROUND_METRICS)
     parser = _Parser(prog="jaxsynth", description="Private synthetic data on dyadic partitions: "
                      "Monte Carlo sweeps with W1, rate fits, a demo.")
     parser.add_argument("--no-cache", action="store_true",
@@ -125,12 +171,15 @@ def _parser() -> _Parser:
         "one file each")
     arg("--depth", type=int, metavar="R",
         help="tree depth (PMM family; default ceil(log2(eps n))) or depth cap (PrivTree)")
-    arg("--metric", type=_names, default=["exact"], metavar="LIST",
+    arg("--method", type=_methods, default=["exact"], metavar="LIST",
         help="W1 methods: exact (default: the ground-metric W1 of the whole data set, "
         "certified to 1%%: w1_exact_lower <= W1 <= w1_exact_upper), bracket (a cheap, loose "
         "certified bracket w1_lower, w1_upper), tree_upper, tree (the ultrametric tree W1, "
         "a different quantity), exact1d (d = 1), sinkhorn")
-    arg("--ground", choices=("linf", "l2"), default="linf", help="ground metric (default linf)")
+    arg("--metric", type=_ground_metric, default=GROUND_METRICS[0],
+        metavar="|".join(GROUND_METRICS), help=f"ground metric of W1 (default {GROUND_METRICS[0]})")
+    arg("--ground", nargs="?", help=argparse.SUPPRESS,
+        action=_renamed(f"--ground is now --metric (the ground metric: {metrics})"))
     arg("--key", type=int, default=0, metavar="KEY", help="sweep key (default 0)")
     arg("--data-key", type=int, default=0, metavar="KEY", help="data generator key (default 0)")
     arg("--memory-mb", type=_megabytes, metavar="MB",
@@ -146,11 +195,14 @@ def _parser() -> _Parser:
     rate = sub.add_parser("rate", help="fit log E W1 against log(eps n) from sweep files")
     arg = rate.add_argument
     arg("files", nargs="+", metavar="FILE.csv", help="simulate output files (concatenated)")
-    arg("--metric", default="w1_exact_upper", metavar="COLUMN",
-        help="column to fit (default w1_exact_upper, the W1 of the sweep's ground metric "
+    arg("--column", default="w1_exact_upper", metavar="COLUMN",
+        help="W1 column to fit (default w1_exact_upper, the W1 of the sweep's ground metric "
         "between the whole data set and each release, certified to 1%%; also w1_exact_lower, "
         "w1_upper, w1_lower, w1_tree_upper, w1_tree, w1_exact1d, "
         "w1_sinkhorn)")
+    arg("--metric", nargs="?", help=argparse.SUPPRESS,
+        action=_renamed("--metric is now --column (the W1 column to fit, e.g. --column "
+                        "w1_exact_upper)"))
     arg("--by", type=_names, default=["mechanism", "data"], metavar="COLS",
         help="grouping columns (default mechanism,data)")
     arg("--n-boot", type=_count, default=1000, metavar="B",
@@ -164,49 +216,49 @@ def _parser() -> _Parser:
     return parser
 
 
-def _read_tables(files, metric: str) -> pd.DataFrame:
+def _read_tables(files, column: str) -> pd.DataFrame:
     """Concatenate sweep files (e.g. the per-host parts of one sweep); units must not repeat."""
     from jaxsynth.experiments.store import KEY_COLUMNS, readable
 
-    df = pd.concat([readable(name, [metric]) for name in files], ignore_index=True)
+    df = pd.concat([readable(name, [column]) for name in files], ignore_index=True)
     if df.duplicated(list(KEY_COLUMNS)).any():
         raise ValueError(f"the files repeat {int(df.duplicated(list(KEY_COLUMNS)).sum())} "
                          f"replicate(s) (same {', '.join(KEY_COLUMNS)}); pass each sweep once")
     return df
 
 
-def _means(df: pd.DataFrame, metrics) -> pd.DataFrame:
+def _means(df: pd.DataFrame, columns) -> pd.DataFrame:
     """Mean (and, for one column, sd and count) of W1 columns per (mechanism, data, n, eps)."""
     cols = ["mechanism", "data", "n", "eps"]
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if len(metrics) == 1:
-        return df.groupby(cols)[metrics[0]].agg(["mean", "std", "count"]).reset_index()
-    means = df.groupby(cols)[metrics].mean()
+    columns = [columns] if isinstance(columns, str) else list(columns)
+    if len(columns) == 1:
+        return df.groupby(cols)[columns[0]].agg(["mean", "std", "count"]).reset_index()
+    means = df.groupby(cols)[columns].mean()
     return means.assign(seeds=df.groupby(cols).size()).reset_index()
 
 
-def _report(df: pd.DataFrame, metric: str, by, n_boot: int, level: float, plot) -> None:
-    from jaxsynth.experiments.plots import LOWER_ENDS, ground_name, quantity
+def _report(df: pd.DataFrame, column: str, by, n_boot: int, level: float, plot) -> None:
+    from jaxsynth.experiments.plots import LOWER_ENDS, metric_name, quantity
     from jaxsynth.experiments.rates import estimate_rate
 
-    what = quantity(metric, df)
-    rates = estimate_rate(df, metric=metric, by=by, n_boot=n_boot, level=level)  # may refuse
+    what = quantity(column, df)
+    rates = estimate_rate(df, column=column, by=by, n_boot=n_boot, level=level)  # may refuse
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         pairs = {**LOWER_ENDS, **{low: up for up, low in LOWER_ENDS.items()}}
-        shown = sorted({metric, pairs.get(metric, metric)} & set(df.columns) | {metric},
+        shown = sorted({column, pairs.get(column, column)} & set(df.columns) | {column},
                        key=lambda c: "upper" in c)
-        described = f"a certified pair of the {ground_name(df)} W1" if len(shown) == 2 else what
+        described = f"a certified pair of the {metric_name(df)} W1" if len(shown) == 2 else what
         print(f"mean {', '.join(shown)} per cell ({described}):")
         print(_means(df, shown).to_string(index=False))
         columns = [*by, "slope", "ci_low", "ci_high", "cells", "seeds", "theory",
                    "theory_exponent", "bound_slope"]
-        print(f"\nslope of log E {metric} ({what}) against log(eps n) "
+        print(f"\nslope of log E {column} ({what}) against log(eps n) "
               f"({level:.0%} bootstrap interval):")
         print(rates[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if plot:
         from jaxsynth.experiments.plots import rate_plot
 
-        rate_plot(df, metric=metric, by=by, rates=rates, path=plot)
+        rate_plot(df, column=column, by=by, rates=rates, path=plot)
         print(f"\nwrote {plot}")
 
 
@@ -229,7 +281,7 @@ def _demo(args) -> None:
           "whole data set, certified to 1%: w1_exact_lower <= W1 <= w1_exact_upper")
     start = time.perf_counter()
     df = simulate(list(DEMO_MECHANISMS), DEMO_DATA, eps=[1.0], seeds=args.seeds,
-                  n=list(DEMO_N), metrics=["exact"], out=csv, progress=not args.quiet)
+                  n=list(DEMO_N), methods=["exact"], out=csv, progress=not args.quiet)
     new = df.attrs["new_rows"]
     done = f"{new} rows computed now" if new else "nothing to compute: every row was there"
     print(f"{csv}: {df.attrs['file_rows']} rows ({done}, {time.perf_counter() - start:.0f} s)\n")
@@ -245,16 +297,16 @@ def _simulate(args) -> None:
     data = [(name, options) if options else name for name in args.data]
     memory = None if args.memory_mb is None else max(1, int(args.memory_mb * 2**20))
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    df = simulate(mechs, data, eps=args.eps, seeds=seeds, metrics=args.metric,
+    df = simulate(mechs, data, eps=args.eps, seeds=seeds, methods=args.method,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
-                  progress=not args.quiet, ground=args.ground, data_key=args.data_key,
+                  progress=not args.quiet, metric=args.metric, data_key=args.data_key,
                   warmup=args.warmup)
-    metrics = [c for c in df.columns if c.startswith("w1_")]
+    columns = [c for c in df.columns if c.startswith("w1_")]
     new, held = df.attrs["new_rows"], df.attrs["file_rows"]
     print(f"wrote {args.out}: this sweep's {len(df)} rows ({new} computed now, "
           f"{len(df) - new} already there); the file holds {held} rows")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        print(_means(df, metrics).to_string(index=False))
+        print(_means(df, columns).to_string(index=False))
 
 
 def _rate(args) -> None:
@@ -264,11 +316,11 @@ def _rate(args) -> None:
     if args.plot is not None:
         check_figure_path(args.plot, "--plot")
     by = check_names(args.by, "--by")
-    df = _read_tables(args.files, args.metric)
+    df = _read_tables(args.files, args.column)
     missing = [c for c in by if c not in df]
     if missing:
         raise ValueError(f"--by: the table has no column(s) {missing}")
-    _report(df, args.metric, by, args.n_boot, args.level, args.plot)
+    _report(df, args.column, by, args.n_boot, args.level, args.plot)
 
 
 def _audit(args) -> None:

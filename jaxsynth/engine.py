@@ -236,7 +236,7 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
       devices: devices to shard each chunk over (default: the default device).
       chunk: replicates per chunk (default: ``chunk_size`` of the grid).
       reduce: optional ``reduce(outputs) -> dict`` applied to each chunk's outputs
-        [C, ...] on the device (e.g. W1 metrics); its results replace the outputs.
+        [C, ...] on the device (e.g. W1 values); its results replace the outputs.
       host: return NumPy arrays (each chunk's results are copied once, when finished)
         instead of device arrays.
 

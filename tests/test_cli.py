@@ -56,6 +56,7 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
     assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
             "w1_exact_lower", "w1_exact_upper", "seconds"} <= set(df.columns)  # the default
     assert "w1_tree" not in df
+    assert (df["metric"] == "linf").all() and "ground" not in df  # the ground metric column
     capsys.readouterr()
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
     printed = capsys.readouterr().out
@@ -65,6 +66,24 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
         assert f"{r.slope:.3f}" in printed and f"{r.ci_low:.3f}" in printed
     assert "fixed depth" in printed  # --depth 4: no rate, the error saturates
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, capsys):
+    # --method: how W1 is measured; --metric: the ground metric; rate --column: what is fitted
+    csv = tmp_path / "l2.csv"
+    assert main(["simulate", *SWEEP, "--seeds", "2", "--method", "tree,bracket", "--metric",
+                 "l2", "--out", str(csv), "--quiet"]) == 0
+    df = pd.read_csv(csv, dtype={"key": str})
+    ref = simulate(MECHS, "spiral", n=[300], eps=[1.0, 2.0], seeds=2, progress=False,
+                   data_key=3, methods=["tree", "bracket"], metric="l2")
+    pd.testing.assert_frame_equal(df.drop(columns=TIMING), ref.drop(columns=TIMING),
+                                  check_dtype=False)
+    assert (df["metric"] == "l2").all() and {"w1_tree", "w1_lower", "w1_upper"} <= set(df)
+    capsys.readouterr()
+    assert main(["rate", str(csv), "--column", "w1_upper", "--n-boot", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "slope of log E w1_upper (certified upper bound on ℓ2 W1)" in printed
+    assert "certified pair of the ℓ2 W1" in printed
 
 
 @pytest.mark.parametrize(
@@ -153,7 +172,7 @@ def test_output_piped_into_a_reader_that_stops_early(tmp_path, tmp_path_factory)
     """``jaxsynth simulate … | head``: no "Broken pipe" and status 0 (the file is written).
     The reader here (``true``) exits at once, so every write meets a closed pipe."""
     env = _env(tmp_path_factory)
-    command = (f"{sys.executable} -m jaxsynth simulate {' '.join(SWEEP)} --seeds 2 --metric tree "
+    command = (f"{sys.executable} -m jaxsynth simulate {' '.join(SWEEP)} --seeds 2 --method tree "
                f"--out {tmp_path / 'piped.csv'} --quiet | true; "
                "echo status ${PIPESTATUS[0]}")
     done = subprocess.run(["bash", "-c", command], env=env, capture_output=True, text=True,
@@ -177,7 +196,7 @@ def test_simulate_keys_beyond_2_32_are_not_their_low_bits(tmp_path):
     import numpy as np
 
     common = ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "300", "--depth",
-              "4", "--eps", "1", "--seeds", "2", "--metric", "tree", "--quiet", "--out"]
+              "4", "--eps", "1", "--seeds", "2", "--method", "tree", "--quiet", "--out"]
     tables = {}
     for key in (0, 500 * 2**32):
         out = tmp_path / f"k{key}.csv"
@@ -202,7 +221,7 @@ def test_platform_option_chooses_the_device(tmp_path, tmp_path_factory):
                          cwd=tmp_path)
     assert bad.returncode == 2 and "--platform 'nodevice' is not available here" in bad.stderr
     ok = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "cpu", "simulate",
-                         *SWEEP, "--seeds", "1", "--metric", "tree", "--out", "one.csv",
+                         *SWEEP, "--seeds", "1", "--method", "tree", "--out", "one.csv",
                          "--quiet"], env=env, capture_output=True, text=True, timeout=300,
                         cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr

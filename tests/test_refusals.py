@@ -51,7 +51,7 @@ def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
     """A small result table (two eps·n cells of ``seeds`` replicates)."""
     rows = [dict(mechanism="pmm", kind="pmm", data="spiral", n=n, d=2, intrinsic_dim=1,
                  eps=1.0, seed=s, w1_exact_lower=0.01 * (1 + s) / n ** 0.5,
-                 w1_exact_upper=(1 + 0.1 * s) / n ** 0.5, ground="linf")
+                 w1_exact_upper=(1 + 0.1 * s) / n ** 0.5, metric="linf")
             for n in sizes for s in range(seeds)]
     df = pd.DataFrame(rows)
     return df if w1 is None else df.assign(**w1)
@@ -60,10 +60,10 @@ def _table(seeds=3, sizes=(1000, 2000), w1=None) -> pd.DataFrame:
 API = [
     # the cases reported against the first version
     ("PrivTree(shift='False')", lambda: js.PrivTree(shift="False"), "shift must be True or False"),
-    ("simulate metrics ''", lambda: js.simulate("pmm", X, metrics="", progress=False),
-     "metrics: unknown W1 method ''"),
-    ("simulate metrics []", lambda: js.simulate("pmm", X, metrics=[], progress=False),
-     "metrics must be a non-empty list"),
+    ("simulate methods ''", lambda: js.simulate("pmm", X, methods="", progress=False),
+     "methods: unknown W1 method ''"),
+    ("simulate methods []", lambda: js.simulate("pmm", X, methods=[], progress=False),
+     "methods must be a non-empty list"),
     ("simulate seeds 1e8", lambda: js.simulate("pmm", X, seeds=10**8, progress=False),
      "seeds: the sweep asks for 100000000 replicates"),
     ("estimate_rate single cell", lambda: estimate_rate(_table(sizes=(1000,))),
@@ -72,18 +72,18 @@ API = [
     ("estimate_rate n = 0", lambda: estimate_rate(_table().assign(n=0)), "n must hold"),
     ("estimate_rate negative W1",
      lambda: estimate_rate(_table(w1={"w1_exact_upper": -1.0})), "w1_exact_upper must hold"),
-    ("estimate_rate bad metric", lambda: estimate_rate(_table(), metric="w1_nope"), "w1_nope"),
-    ("estimate_rate metric 3", lambda: estimate_rate(_table(), metric=3), "metric must be"),
+    ("estimate_rate bad column", lambda: estimate_rate(_table(), column="w1_nope"), "w1_nope"),
+    ("estimate_rate column 3", lambda: estimate_rate(_table(), column=3), "column must be"),
     ("estimate_rate by 3", lambda: estimate_rate(_table(), by=3), "by must be"),
     ("release mech='pmm'", lambda: js.release(0, "pmm", X, 1.0), "mech must be a mechanism"),
     ("release mech=PMM (the class)", lambda: js.release(0, js.PMM, X, 1.0),
      "mech must be a mechanism config such as jaxsynth.PMM(), an instance"),
     ("release_batch mech=PrivTree (the class)",
      lambda: js.release_batch(0, js.PrivTree, X, 1.0), "mech must be a mechanism config"),
-    ("estimate_rate metric seed", lambda: estimate_rate(_table(), metric="seed"),
-     "metric must be a W1 column"),
-    ("estimate_rate metric eps", lambda: estimate_rate(_table(), metric="eps"),
-     "metric must be a W1 column"),
+    ("estimate_rate column seed", lambda: estimate_rate(_table(), column="seed"),
+     "column must be a W1 column"),
+    ("estimate_rate column eps", lambda: estimate_rate(_table(), column="eps"),
+     "column must be a W1 column"),
     ("estimate_rate by seed", lambda: estimate_rate(_table(), by="seed"),
      "by: .'seed'. cannot group a fit"),
     ("estimate_rate by n", lambda: estimate_rate(_table(), by=["mechanism", "n"]),
@@ -136,8 +136,8 @@ API = [
      "devices must be"),
     ("simulate data_key=1.0", lambda: js.simulate("pmm", X, data_key=1.0, progress=False),
      "data_key must be"),
-    ("simulate ground=1", lambda: js.simulate("pmm", X, ground=1, progress=False),
-     "ground must be one of"),
+    ("simulate metric=1", lambda: js.simulate("pmm", X, metric=1, progress=False),
+     "metric must be one of ('linf', 'l2')"),
     ("simulate seeds=range(-1, 3)", lambda: js.simulate("pmm", X, seeds=range(-1, 3),
                                                          progress=False), "seeds must lie"),
     ("simulate out=True", lambda: js.simulate("pmm", X, out=True, progress=False),
@@ -179,10 +179,10 @@ API = [
     ("w1 sinkhorn key batch", lambda: js.w1(X, _out(), "sinkhorn", key=KEYS),
      "key must be one jax PRNG key"),
     ("simulate bracket seed='x'", lambda: js.simulate(
-        "pmm", X, metrics=[("bracket", {"seed": "x"})], progress=False),
+        "pmm", X, methods=[("bracket", {"seed": "x"})], progress=False),
      "seed must be an integer"),
     ("simulate sinkhorn key='abc'", lambda: js.simulate(
-        "pmm", X, metrics=[("sinkhorn", {"key": "abc"})], progress=False), "key must be"),
+        "pmm", X, methods=[("sinkhorn", {"key": "abc"})], progress=False), "key must be"),
     ("w1 weights summing to 2", lambda: js.w1(X, _weights(2.0)),
      "out.weights must sum to 1 in every replicate"),
     ("w1 exact weights summing to 2", lambda: js.w1(X, _weights(2.0), "exact"),
@@ -210,6 +210,32 @@ API = [
      "d must hold positive integers"),
     ("estimate_rate eps text", lambda: estimate_rate(_table().astype({"eps": object}).assign(
         eps=lambda t: t.eps.where(t.seed > 0, "abc"))), "eps must hold positive numbers"),
+    # one word per thing: a W1 method (methods=), the ground metric (metric=), a result
+    # column (column=); the former names are refused naming the new one, never accepted
+    ("simulate metrics=", lambda: js.simulate("pmm", X, metrics=["exact"], progress=False),
+     "metrics= is now methods= (the W1 methods); metric= is the ground metric"),
+    ("simulate metrics= and metric=", lambda: js.simulate(
+        "pmm", X, metrics="tree", metric="l2", progress=False), "metrics= is now methods="),
+    ("simulate ground=", lambda: js.simulate("pmm", X, ground="l2", progress=False),
+     "ground= is now metric= (the ground metric, one of ('linf', 'l2'))"),
+    ("simulate metric='exact'", lambda: js.simulate("pmm", X, metric="exact", progress=False),
+     "metric is the ground metric, one of ('linf', 'l2'); got 'exact': W1 methods are chosen "
+     "with methods="),
+    ("simulate metric=[methods]", lambda: js.simulate(
+        "pmm", X, metric=["exact", "bracket"], progress=False),
+     "W1 methods are chosen with methods="),
+    ("simulate methods=['l2']", lambda: js.simulate("pmm", X, methods=["l2"], progress=False),
+     "methods: unknown W1 method 'l2'; known: exact, tree, tree_upper, bracket, exact1d, "
+     "sinkhorn ('l2' is a ground metric: metric=)"),
+    ("estimate_rate metric=", lambda: estimate_rate(_table(), metric="w1_exact_upper"),
+     "metric= is now column= (the W1 column to fit"),
+    ("rate_plot metric=", lambda: rate_plot(_table(), metric="w1_exact_upper"),
+     "metric= is now column="),
+    ("depth_plot metric=", lambda: depth_plot(_table(), metric="w1_exact_upper"),
+     "metric= is now column="),
+    ("w1 metric='bracket'", lambda: js.w1(X, _out(), "tree", metric="bracket"),
+     "metric must be one of ('linf', 'l2') (the ground metric); got 'bracket'; W1 methods "
+     "are chosen with method="),
 ]
 
 
@@ -217,6 +243,16 @@ API = [
 def test_api_refuses_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+def test_unknown_keywords_are_still_type_errors():
+    # only the former names get a ValueError naming the new one; a typo is Python's TypeError
+    for call, name in [(lambda: js.simulate("pmm", X, methd="tree"), "simulate"),
+                       (lambda: estimate_rate(_table(), colum="w1_exact_upper"), "estimate_rate"),
+                       (lambda: rate_plot(_table(), colour="red"), "rate_plot"),
+                       (lambda: depth_plot(_table(), colour="red"), "depth_plot")]:
+        with pytest.raises(TypeError, match=f"{name}\\(\\) got an unexpected keyword argument"):
+            call()
 
 
 MEMORY = 8 * 2**30
@@ -227,21 +263,21 @@ TOO_LARGE = [
     ("PrunedPMM(depth=30, engine='dense')", lambda: js.release_batch(
         0, js.PrunedPMM(depth=30, engine="dense"), X, [1.0], seeds=2),
      "depth: one replicate of the dense engine"),
-    ("simulate PMM(depth=30)", lambda: js.simulate(js.PMM(depth=30), X, metrics="tree",
+    ("simulate PMM(depth=30)", lambda: js.simulate(js.PMM(depth=30), X, methods="tree",
                                                    progress=False),
      "mechanism pmm on array (n = 200): depth: one replicate of the dense engine"),
     ("load n=10^9", lambda: datasets.load("uniform", n=10**9),
      "n, d: the data set 'uniform' [n = 1000000000, d = 2] (float64) would take 14.9 GiB"),
     ("load n=10^6 d=10^6", lambda: datasets.load("uniform", n=10**6, d=10**6),
      "n, d: the data set 'uniform' [n = 1000000, d = 1000000] (float64) would take 7.3 TiB"),
-    ("simulate n=10^9", lambda: js.simulate("pmm", "uniform", n=10**9, metrics="tree",
+    ("simulate n=10^9", lambda: js.simulate("pmm", "uniform", n=10**9, methods="tree",
                                             progress=False),
      "data set uniform (n = 1000000000): n, d: the data set 'uniform'"),
     ("w1 bracket n_directions=10^7",
      lambda: js.w1(X, _out(), "bracket", n_directions=10**7),
      "n_directions: the data projections on 10000002 directions ([10000002, n = 200])"),
     ("simulate bracket n_directions=10^7", lambda: js.simulate(
-        "pmm", X, metrics=[("bracket", {"n_directions": 10**7})], progress=False),
+        "pmm", X, methods=[("bracket", {"n_directions": 10**7})], progress=False),
      "data set array (n = 200): n_directions: the data projections"),
 ]
 
@@ -282,7 +318,7 @@ def test_command_line_refuses_a_data_set_too_large_for_memory(monkeypatch, tmp_p
     monkeypatch.setattr(validate, "host_memory", lambda: MEMORY)
     monkeypatch.chdir(tmp_path)
     args = ["simulate", "--mechanism", "pmm", "--data", "uniform", "--n", "1000000000",
-            "--eps", "1", "--seeds", "2", "--metric", "tree", "--quiet", "--out", "x.csv"]
+            "--eps", "1", "--seeds", "2", "--method", "tree", "--quiet", "--out", "x.csv"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("jaxsynth: error: data set uniform (n = 1000000000): n, d: ")
@@ -300,7 +336,7 @@ def test_a_mechanism_that_cannot_run_is_refused_before_other_rows_are_written(tm
                                          "one replicate needs"):
         js.simulate({"pruned-pmm": js.PrunedPMM(), mech.name: mech}, D200, n=2000,
                     eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False,
-                    metrics=["bracket"])
+                    methods=["bracket"])
     assert os.listdir(tmp_path) == []
 
 
@@ -347,8 +383,8 @@ CLI = [
     ("out missing directory", [*SIM, "--out", "missing/x.csv"], "does not exist"),
     ("out not csv", [*SIM, "--out", "x.json"], "out must end in .csv"),
     # bad flags and values
-    ("metric ''", [*SIM, "--metric", "", "--out", "x.csv"],
-     "--metric: expected comma-separated names; got ''"),
+    ("method ''", [*SIM, "--method", "", "--out", "x.csv"],
+     "--method: expected comma-separated names; got ''"),
     ("n ''", [*SIM, "--n", "", "--out", "x.csv"], "--n: expected comma-separated integers"),
     ("n ','", [*SIM, "--n", " , ", "--out", "x.csv"], "--n: expected comma-separated integers"),
     ("eps ''", [*SIM, "--eps", "", "--out", "x.csv"], "--eps: expected comma-separated numbers"),
@@ -356,18 +392,18 @@ CLI = [
     ("data ''", [*SIM[:4], "", *SIM[5:], "--out", "x.csv"], "--data: expected"),
     ("rate by ''", ["rate", "sweep.csv", "--by", ""], "--by: expected comma-separated names"),
     ("audit mechanism ''", ["audit", "--mechanism", ""], "--mechanism: expected"),
-    ("metric unknown", [*SIM, "--metric", "wasserstein", "--out", "x.csv"],
+    ("method unknown", [*SIM, "--method", "wasserstein", "--out", "x.csv"],
      "unknown W1 method"),
     ("seeds 100000000", [*SIM, "--seeds", "100000000", "--out", "x.csv"],
      "asks for 100000000 replicates"),
     ("d = 200 privtree", ["simulate", "--mechanism", "pruned-pmm,privtree", "--data", "uniform",
                           "--d", "200", "--n", "2000", "--eps", "1,4", "--seeds", "2",
-                          "--memory-mb", "40", "--metric", "bracket", "--out", "x.csv"],
+                          "--memory-mb", "40", "--method", "bracket", "--out", "x.csv"],
      "mechanism privtree on"),
     ("rate empty", ["rate", "empty.csv"], "holds no rows"),
     ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),
-    ("rate bad metric", ["rate", "sweep.csv", "--metric", "nope"], "has no column nope"),
-    ("rate default metric absent", ["rate", "tree-only.csv"], "has no column w1_exact_upper"),
+    ("rate bad column", ["rate", "sweep.csv", "--column", "nope"], "has no column nope"),
+    ("rate default column absent", ["rate", "tree-only.csv"], "has no column w1_exact_upper"),
     ("rate n = 0", ["rate", "n0.csv"], "n value(s) that are not a positive integer"),
     ("rate negative W1", ["rate", "negative.csv"], "w1_exact_upper value(s) that are missing"),
     ("rate non-numeric W1", ["rate", "text.csv"], "first: 'abc'"),
@@ -411,14 +447,31 @@ CLI = [
     ("unknown mechanism", [*SIM[:2], "pmmm", *SIM[3:], "--out", "x.csv"], "unknown mechanism"),
     ("demo seeds 0", ["demo", "--seeds", "0"], "--seeds: expected an integer >= 2"),
     ("demo seeds 1", ["demo", "--seeds", "1"], "--seeds: expected an integer >= 2"),
-    ("rate metric seed", ["rate", "sweep.csv", "--metric", "seed"], "metric must be a W1"),
-    ("rate metric eps", ["rate", "sweep.csv", "--metric", "eps"], "metric must be a W1"),
+    ("rate column seed", ["rate", "sweep.csv", "--column", "seed"], "column must be a W1"),
+    ("rate column eps", ["rate", "sweep.csv", "--column", "eps"], "column must be a W1"),
     ("rate by seed", ["rate", "sweep.csv", "--by", "seed"], "by: ['seed'] cannot group"),
     ("audit mechanism pmm,pmm", ["audit", "--mechanism", "pmm,pmm"],
      "--mechanism names pmm more than once"),
     ("demo out-dir a file", ["demo", "--out-dir", "foreign.csv"], "is not a directory"),
     ("demo out-dir under a file", ["demo", "--out-dir", "foreign.csv/sub"],
      "--out-dir foreign.csv/sub cannot be created"),
+    # the former flags: refused naming the new one (--method: W1 methods, --metric: the
+    # ground metric, --column: the column rate fits)
+    ("simulate --ground", [*SIM, "--ground", "l2", "--out", "x.csv"],
+     "jaxsynth: error: --ground is now --metric (the ground metric: linf or l2)\n"),
+    ("simulate --ground alone", ["simulate", "--ground", "l2"],
+     "jaxsynth: error: --ground is now --metric"),
+    ("simulate --metric exact", [*SIM, "--metric", "exact", "--out", "x.csv"],
+     "--metric is the ground metric (linf or l2); got 'exact': W1 methods are chosen with "
+     "--method (--method exact)"),
+    ("simulate --metric exact,bracket", [*SIM, "--metric", "exact,bracket", "--out", "x.csv"],
+     "W1 methods are chosen with --method (--method exact,bracket)"),
+    ("simulate --metric l1", [*SIM, "--metric", "l1", "--out", "x.csv"],
+     "--metric: expected a ground metric, linf or l2; got 'l1'"),
+    ("simulate --method l2", [*SIM, "--method", "l2", "--out", "x.csv"],
+     "--method: 'l2' is a ground metric, chosen with --metric l2"),
+    ("rate --metric", ["rate", "sweep.csv", "--metric", "w1_exact_upper"],
+     "jaxsynth: error: --metric is now --column (the W1 column to fit"),
 ]
 
 
@@ -470,13 +523,13 @@ def test_a_cache_directory_that_cannot_be_used_warns_and_the_run_goes_on(tmp_pat
 def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
     # truth: log E W1 shifts by a constant when W1 is scaled, so the slope is unchanged
     df = _table(seeds=4, sizes=(1000, 2000, 4000))
-    small = estimate_rate(df, metric="w1_exact_upper", n_boot=50)
-    huge = estimate_rate(df.assign(w1_exact_upper=df.w1_exact_upper * 2.0**1020), metric="w1_exact_upper",
+    small = estimate_rate(df, column="w1_exact_upper", n_boot=50)
+    huge = estimate_rate(df.assign(w1_exact_upper=df.w1_exact_upper * 2.0**1020), column="w1_exact_upper",
                          n_boot=50)
     assert np.isfinite(huge.slope[0])
     np.testing.assert_allclose(huge[["slope", "ci_low", "ci_high"]],
                                small[["slope", "ci_low", "ci_high"]], rtol=1e-12)
     with_max = estimate_rate(df.assign(w1_exact_upper=np.where(df.n == 1000, 1e308, 1e300)),
-                             metric="w1_exact_upper", n_boot=50)
+                             column="w1_exact_upper", n_boot=50)
     assert with_max.slope[0] == pytest.approx(np.polyfit(
         np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)

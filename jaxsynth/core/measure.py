@@ -84,7 +84,7 @@ class NotPrivateDiagnostics:
     """NOT PRIVATE: statistics of a release computed from the true data.
 
     What a mechanism's kernels compute for free against the data (the tree W1 of each
-    replicate, ``tree_<ground>`` and its upper end ``upper_<ground>``) and, for Adaptive
+    replicate, ``tree_<metric>`` and its upper end ``upper_<metric>``) and, for Adaptive
     Pruned-PMM, the exact selection ``scores``, ``probabilities`` and ``sensitivity``.
     They are for studying the mechanism; publishing any of them voids the privacy
     guarantee of the release they describe.  Read them as ``diag["tree_linf"]``.

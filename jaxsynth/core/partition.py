@@ -24,6 +24,10 @@ import numpy as np
 
 WORD_BITS = 32
 """Bits per packed Morton word (uint32, so JAX needs no 64-bit mode)."""
+GROUND_METRICS = ("linf", "l2")
+"""The ground metrics, ℓ∞ and ℓ2: their names are defined here only.  They are the
+``metric=`` of ``js.w1`` and ``js.simulate``, ``jaxsynth simulate --metric`` and the
+``metric`` column of a result table (how W1 is measured is the *method*)."""
 
 
 def coordinate_resolution(level: int, d: int) -> np.ndarray:
@@ -44,7 +48,7 @@ def diameter(level, d: int, metric: str = "linf"):
         q, rem = j // d, j % d
         # rem coordinates have k = q + 1, the other d - rem have k = q.
         return np.sqrt((rem * 0.25 + (d - rem)) * np.ldexp(1.0, -2 * q))
-    raise ValueError(f"metric must be 'linf' or 'l2', got {metric!r}")
+    raise ValueError(f"metric must be one of {GROUND_METRICS}, got {metric!r}")
 
 
 def digit(x: np.ndarray, t: int) -> np.ndarray:

@@ -107,6 +107,20 @@ def check_choice(value, name: str, choices) -> str:
     return value
 
 
+def refuse_renamed(function: str, given: dict, renamed: dict) -> None:
+    """Refuse the keyword arguments a function caught with ``**given``.
+
+    A renamed argument (a key of ``renamed``) gets a ``ValueError`` with its message
+    (which names the new argument), never silently accepted; any other the ``TypeError``
+    Python raises for an unknown keyword argument.
+    """
+    for name in given:
+        if name in renamed:
+            raise ValueError(renamed[name])
+    for name in given:
+        raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+
+
 def check_bool(value, name: str) -> bool:
     """Return ``value`` if it is a bool (``True``/``False``), else raise ``ValueError``."""
     if not isinstance(value, (bool, np.bool_)):

@@ -15,10 +15,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from jaxsynth.core.validate import check_output_path, check_str
-from jaxsynth.experiments.rates import estimate_rate, theory
+from jaxsynth.core.partition import GROUND_METRICS
+from jaxsynth.core.validate import check_output_path, check_str, refuse_renamed
+from jaxsynth.experiments.rates import RENAMED, estimate_rate, theory
 
-__all__ = ["check_figure_path", "depth_plot", "ground_name", "quantity", "rate_plot"]
+__all__ = ["check_figure_path", "depth_plot", "metric_name", "quantity", "rate_plot"]
 
 _QUANTITIES = {
     "w1_exact_upper": "{g} W1 of the whole data set (certified upper end, gap ≤ rtol)",
@@ -30,20 +31,21 @@ _QUANTITIES = {
     "w1_sinkhorn": "Sinkhorn estimate of {g} W1",
     "w1_tree": "ultrametric tree W1 (not the {g} W1)",
 }
-_GROUNDS = {"linf": "ℓ∞", "l2": "ℓ2"}
+_SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
+"""The ground metrics in symbols."""
 LOWER_ENDS = {"w1_upper": "w1_lower", "w1_exact_upper": "w1_exact_lower"}
 """The lower end of each certified pair, by its upper end's column."""
 
 
-def ground_name(df: pd.DataFrame | None = None) -> str:
-    """The ground metric(s) of ``df``'s ``ground`` column in symbols (default ``ℓ∞``)."""
-    grounds = sorted(set(df["ground"].dropna())) if df is not None and "ground" in df else []
-    return "/".join(_GROUNDS.get(g, g) for g in grounds) or "ℓ∞"
+def metric_name(df: pd.DataFrame | None = None) -> str:
+    """The ground metric(s) of ``df``'s ``metric`` column in symbols (default ``ℓ∞``)."""
+    metrics = sorted(set(df["metric"].dropna())) if df is not None and "metric" in df else []
+    return "/".join(_SYMBOLS.get(m, m) for m in metrics) or _SYMBOLS[GROUND_METRICS[0]]
 
 
-def quantity(metric: str, df: pd.DataFrame | None = None) -> str:
+def quantity(column: str, df: pd.DataFrame | None = None) -> str:
     """What a result column measures, in words, with the ground metric of ``df``."""
-    return _QUANTITIES.get(metric, metric).format(g=ground_name(df))
+    return _QUANTITIES.get(column, column).format(g=metric_name(df))
 
 
 def check_figure_path(path, name: str = "path"):
@@ -86,16 +88,16 @@ def _save(fig: Figure, path) -> Figure:
     return fig
 
 
-def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism", "data"),
-              rates: pd.DataFrame | None = None, path=None) -> Figure:
+def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism", "data"),
+              rates: pd.DataFrame | None = None, path=None, **renamed) -> Figure:
     """Mean W1 against εn on log-log axes, with the fitted slope and the theory line.
 
     Args:
-      df: a ``simulate`` table (columns ``eps``, ``n``, ``metric``, ``by``).
-      metric: the column plotted (default ``w1_exact_upper``: the full-data W1, certified
-        within ``rtol``).
+      df: a ``simulate`` table (columns ``eps``, ``n``, ``column``, ``by``).
+      column: the W1 column plotted (default ``w1_exact_upper``: the full-data W1,
+        certified within ``rtol``); ``metric=``, its former name, is refused.
       by: columns defining one curve each.
-      rates: ``estimate_rate(df, metric, by)`` if already computed (else computed with
+      rates: ``estimate_rate(df, column, by)`` if already computed (else computed with
         200 bootstrap resamples, enough for the legend's interval).
       path: where to save the figure (PNG, PDF, ... by suffix), or ``None``.
 
@@ -104,30 +106,31 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
       the least-squares fit (its slope and interval in the legend); the dotted line is
       the papers' bound function (``rates.theory``): only its slope is meaningful, and
       it is drawn through the fit at the geometric middle of the εn range (the legend
-      says so).  The axis and title name the quantity (``quantity``); when ``metric`` is
+      says so).  The axis and title name the quantity (``quantity``); when ``column`` is
       the upper end of a certified pair (``LOWER_ENDS``) and the table has the lower
       end, the lower end's means are drawn as open markers with their own error bars, so
       the pair is visible.  Curves that coincide (PMM and Pruned-PMM often do) stay
       visible: each group has its own marker and is offset horizontally by a few
       percent.  The legend sits below the axes, clear of the points.
     """
-    check_str(metric, "metric")
-    _check_df(df, ["eps", "n", metric])
+    refuse_renamed("rate_plot", renamed, RENAMED)
+    check_str(column, "column")
+    _check_df(df, ["eps", "n", column])
     if path is not None:
         check_figure_path(path)
     by = [by] if isinstance(by, str) else list(by)
     if rates is None:
-        rates = estimate_rate(df, metric=metric, by=by, n_boot=200)
+        rates = estimate_rate(df, column=column, by=by, n_boot=200)
     fig = Figure(figsize=(7.2, 6.4), layout="constrained")
     ax = fig.add_subplot()
-    lower = LOWER_ENDS.get(metric) if LOWER_ENDS.get(metric) in df else None
+    lower = LOWER_ENDS.get(column) if LOWER_ENDS.get(column) in df else None
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     groups = _groups(df, by)
     for i, (key, label, g) in enumerate(groups):
         fit = fits[key]
         color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
         dodge = DODGE ** (i - (len(groups) - 1) / 2)  # coinciding curves stay visible
-        x, mean, err = _cell_means(g, metric)
+        x, mean, err = _cell_means(g, column)
         fitted = np.isfinite(fit["slope"])
         ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=4, capsize=2,
                     label=None if fitted else label)
@@ -153,12 +156,12 @@ def rate_plot(df: pd.DataFrame, metric: str = "w1_exact_upper", by=("mechanism",
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("ε n")
     if lower is None:
-        ax.set_ylabel(f"mean {metric}: {quantity(metric, df)}", fontsize=9)
-        ax.set_title(f"{quantity(metric, df)} against ε n", fontsize=10)
+        ax.set_ylabel(f"mean {column}: {quantity(column, df)}", fontsize=9)
+        ax.set_title(f"{quantity(column, df)} against ε n", fontsize=10)
     else:
-        ax.set_ylabel(f"mean {ground_name(df)} W1 of the whole data set\n"
-                      f"(filled: {metric}, open: {lower})", fontsize=9)
-        ax.set_title(f"certified pair of the {ground_name(df)} W1 against ε n: upper "
+        ax.set_ylabel(f"mean {metric_name(df)} W1 of the whole data set\n"
+                      f"(filled: {column}, open: {lower})", fontsize=9)
+        ax.set_title(f"certified pair of the {metric_name(df)} W1 against ε n: upper "
                      "end (filled, fitted), lower end (open)", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     entries = len(ax.get_legend_handles_labels()[0])
@@ -188,16 +191,18 @@ _COMPARABLE = ("w1_exact_upper", "w1_sinkhorn", "w1_upper", "w1_tree_upper", "w1
 """W1 columns in order of preference for a depth sweep (comparable across depths first)."""
 
 
-def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None) -> Figure:
+def depth_plot(df: pd.DataFrame, column: str | None = None, by="kind", path=None,
+               **renamed) -> Figure:
     """W1, seconds and visited nodes against depth, one curve per group.
 
     The depth sweep of Zare Moayedi et al. (arXiv 2609.33363) Fig. 3.
 
     Args:
       df: a ``simulate`` table of a depth sweep (``jaxsynth.mechanisms.registry.depth_sweep``
-        builds the mechanisms); columns ``depth``, ``metric``, ``visited`` and ``release_seconds``
-        (or ``seconds``).
-      metric: the W1 column; default the first present of ``w1_exact_upper``,
+        builds the mechanisms); columns ``depth``, ``column``, ``visited`` and
+        ``release_seconds`` (or ``seconds``).
+      column: the W1 column (``metric=``, its former name, is refused); default the
+        first present of ``w1_exact_upper``,
         ``w1_sinkhorn``, ``w1_upper``,
         ``w1_tree_upper``, ``w1_tree``.  The tree metric itself changes with the depth
         (a shallow tree ignores distances inside its leaves), so ``w1_tree`` is not
@@ -211,14 +216,15 @@ def depth_plot(df: pd.DataFrame, metric: str | None = None, by="kind", path=None
       nodes).  Seconds include each configuration's compilation unless the sweep was run
       with ``simulate(..., warmup=True)``.
     """
+    refuse_renamed("depth_plot", renamed, RENAMED)
     _check_df(df, [])
-    if metric is None:
-        metric = next((c for c in _COMPARABLE if c in df), _COMPARABLE[-1])
-    check_str(metric, "metric")
+    if column is None:
+        column = next((c for c in _COMPARABLE if c in df), _COMPARABLE[-1])
+    check_str(column, "column")
     if path is not None:
         check_figure_path(path)
     seconds = "release_seconds" if "release_seconds" in df else "seconds"
-    panels = [(metric, f"mean {metric}: {quantity(metric, df)}", "linear"),
+    panels = [(column, f"mean {column}: {quantity(column, df)}", "linear"),
               (seconds, "seconds per replicate", "log"), ("visited", "visited nodes", "log")]
     _check_df(df, [c for c, _, _ in panels] + ["depth"])
     fig = Figure(figsize=(12, 3.8))

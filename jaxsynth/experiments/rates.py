@@ -35,12 +35,21 @@ from typing import Callable, NamedTuple
 import numpy as np
 import pandas as pd
 
-from jaxsynth.core.validate import check_fraction, check_names, check_positive_int, check_str
+from jaxsynth.core.validate import (
+    check_fraction,
+    check_names,
+    check_positive_int,
+    check_str,
+    refuse_renamed,
+)
 from jaxsynth.mechanisms.schedules import default_depth
 
 __all__ = ["Theory", "estimate_rate", "theory"]
 
 _AMBIENT_DEPTH = ("pmm", "pruned-pmm")
+RENAMED = {"metric": "metric= is now column= (the W1 column to fit, e.g. 'w1_exact_upper'); "
+                     "the ground metric is the table's metric column"}
+"""Arguments under their former names (``estimate_rate``, the plots): refused with the new."""
 
 
 class Theory(NamedTuple):
@@ -98,10 +107,10 @@ def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
 
 
-def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng, name: str):
+def _group_fit(g: pd.DataFrame, column: str, n_boot: int, level: float, rng, name: str):
     """Fit columns and the log εn of the cells; refuses a group that cannot be fitted."""
     cells = [c for _, c in g.groupby(["eps", "n"], sort=True)]
-    values = [c[metric].to_numpy(np.float64) for c in cells]
+    values = [c[column].to_numpy(np.float64) for c in cells]
     # in units of a power of two near the largest value (exact): no mean overflows, and a
     # common factor leaves every slope unchanged
     _, power = np.frexp(max(v.max() for v in values))
@@ -111,7 +120,7 @@ def _group_fit(g: pd.DataFrame, metric: str, n_boot: int, level: float, rng, nam
     means = np.array([v.mean() for v in values])
     bad = ~(means > 0)
     if bad.any():
-        raise ValueError(f"{metric} must be positive in every cell to take logs; {name} has "
+        raise ValueError(f"{column} must be positive in every cell to take logs; {name} has "
                          f"a cell mean of {_show(np.ldexp(means[bad][0], power))}")
     if np.ptp(x) == 0:
         raise ValueError(f"{name} has a single eps·n value ({en[0]:g}); a slope needs cells "
@@ -136,8 +145,8 @@ def _show(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """``df`` with ``eps``, ``n`` and ``metric`` as floats, or ``ValueError`` naming the column.
+def _numeric(df: pd.DataFrame, fitted: str) -> pd.DataFrame:
+    """``df`` with ``eps``, ``n`` and ``fitted`` as floats, or ``ValueError`` naming the column.
 
     The theory's columns ``d``, ``intrinsic_dim`` (positive integers) and ``depth``
     (non-negative integers) are checked too when present, and left as they are: text,
@@ -147,7 +156,7 @@ def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
     """
     out = {}
     rules = [("eps", "positive numbers"), ("n", "positive integers"),
-             (metric, "non-negative numbers")]
+             (fitted, "non-negative numbers")]
     rules += [(c, r) for c, r in (("d", "positive integers"), ("intrinsic_dim",
                                   "positive integers"), ("depth", "non-negative integers"))
               if c in df]
@@ -163,12 +172,12 @@ def _numeric(df: pd.DataFrame, metric: str) -> pd.DataFrame:
             bad |= (value < 0) if "non-negative" in rule else (value <= 0)
             if "integers" in rule:
                 bad |= value != np.floor(value)
-        if column not in ("eps", "n", metric):
+        if column not in ("eps", "n", fitted):
             bad &= raw.notna().to_numpy(bool)  # missing is allowed, text is not
         if bad.any():
             raise ValueError(f"{column} must hold {rule}; {int(bad.sum())} row(s) do not "
                              f"(first: {_show(raw.iloc[int(np.argmax(bad))])})")
-        if column in ("eps", "n", metric):
+        if column in ("eps", "n", fitted):
             out[column] = value
     return df.assign(**out)
 
@@ -203,18 +212,19 @@ def _theory_columns(g: pd.DataFrame, x) -> dict:
 
 def estimate_rate(
     df: pd.DataFrame,
-    metric: str = "w1_exact_upper",
+    column: str = "w1_exact_upper",
     by=("mechanism", "data"),
     n_boot: int = 1000,
     level: float = 0.95,
     key: int = 0,
+    **renamed,
 ) -> pd.DataFrame:
     """Fit the slope of log E W1 against log(εn) per group, with a bootstrap interval.
 
     Args:
-      df: a ``simulate`` table: columns ``eps``, ``n``, ``metric`` and ``by`` (``kind``,
+      df: a ``simulate`` table: columns ``eps``, ``n``, ``column`` and ``by`` (``kind``,
         ``d``, ``intrinsic_dim`` and ``depth`` enable the theory columns).
-      metric: the column to fit.  Default ``"w1_exact_upper"``: the W1 of the sweep's
+      column: the W1 column to fit.  Default ``"w1_exact_upper"``: the W1 of the sweep's
         ground metric between the whole data set and each release, certified within
         ``rtol`` (1%), the quantity the papers' rates bound; ``"w1_upper"`` the cheap
         certified upper bound of the bracket, ``"w1_tree"`` the ultrametric tree W1 (a
@@ -226,50 +236,54 @@ def estimate_rate(
         (keyed by the group's values), so a fit does not depend on the other groups.
 
     Returns:
-      one row per group: the ``by`` columns, ``metric``, ``slope`` (fit on the cell
+      one row per group: the ``by`` columns, ``column`` (the fitted column's name),
+      ``slope`` (fit on the cell
       means), ``ci_low``, ``ci_high``, ``level``, ``se`` (bootstrap standard error),
       ``cells`` (distinct (ε, n)), ``seeds`` (fewest replicates in a cell),
       ``eps_n_min``, ``eps_n_max``, ``d``, ``intrinsic_dim``, ``theory`` (the bound's
       formula), ``theory_exponent`` and ``bound_slope`` (see the module docstring).
 
     Raises:
-      ValueError: naming the argument or the group: a ``metric`` that is not a W1 column,
+      ValueError: naming the argument or the group: ``metric=`` (now ``column=``), a
+        ``column`` that is not a W1 column,
         ``by`` naming ``eps``, ``n``, ``seed`` or a W1 column, a missing column, a row with a
         non-positive or non-numeric ``eps``/``n`` (or ``d``, ``intrinsic_dim``, ``depth``
-        when present), a missing, non-numeric or negative ``metric``, a group with a single εn value (no slope) or a cell with a single
+        when present), a missing, non-numeric or negative ``column`` value, a group with
+        a single εn value (no slope) or a cell with a single
         replicate (no interval), a non-positive cell mean (no logarithm).
     """
+    refuse_renamed("estimate_rate", renamed, RENAMED)
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
-    check_str(metric, "metric")
-    if not metric.startswith("w1_"):
-        raise ValueError(f"metric must be a W1 column (w1_exact_upper, w1_upper, w1_tree, ...); got "
-                         f"{metric!r}")
+    check_str(column, "column")
+    if not column.startswith("w1_"):
+        raise ValueError(f"column must be a W1 column (w1_exact_upper, w1_upper, w1_tree, ...); "
+                         f"got {column!r}")
     by = [] if isinstance(by, (list, tuple)) and not by else check_names(by, "by")
     across = [c for c in by if c in ("eps", "n", "seed") or c.startswith("w1_")]
     if across:
         raise ValueError(f"by: {across} cannot group a fit: the slope runs across eps and n, "
                          "seeds are its replicates and W1 columns its values; group by columns "
                          "such as mechanism, data, kind or d")
-    missing = [c for c in ["eps", "n", metric, *by] if c not in df]
+    missing = [c for c in ["eps", "n", column, *by] if c not in df]
     if missing:
-        raise ValueError(f"df lacks the column(s) {missing} (metric={metric!r}, by={by})")
+        raise ValueError(f"df lacks the column(s) {missing} (column={column!r}, by={by})")
     if len(df) == 0:
         raise ValueError("df has no rows")
     n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
     level = check_fraction(level, "level")
     key = check_positive_int(key, "key", minimum=0)
-    df = _numeric(df, metric)
+    df = _numeric(df, column)
     rows = []
     for values, g in df.groupby(by, sort=True) if by else [((), df)]:
         values = values if isinstance(values, tuple) else (values,)
         rng = np.random.default_rng([key, zlib.crc32(repr(values).encode())])
         name = "the group " + ", ".join(f"{c}={v!r}" for c, v in zip(by, values)) if by \
             else "the table"
-        fit, x = _group_fit(g, metric, n_boot, level, rng, name)
-        rows.append({**dict(zip(by, values)), "metric": metric, **fit, "level": level,
+        fit, x = _group_fit(g, column, n_boot, level, rng, name)
+        rows.append({**dict(zip(by, values)), "column": column, **fit, "level": level,
                      **_theory_columns(g, x)})
-    columns = [*by, "metric", "slope", "ci_low", "ci_high", "level", "se", "cells", "seeds",
+    columns = [*by, "column", "slope", "ci_low", "ci_high", "level", "se", "cells", "seeds",
                "eps_n_min", "eps_n_max", "d", "intrinsic_dim", "theory", "theory_exponent",
                "bound_slope"]
     return pd.DataFrame(rows, columns=columns)

@@ -10,7 +10,8 @@ finishes).
 * **The sidecar is untrusted input.**  Before anything is written it is validated
   completely: its fields and their types, its seal (a hand edit or a corrupted byte is
   refused), the committed bytes against its digest, the spec against the sweep's, and
-  the rows against the spec (each row records the sweep's key, data key and ground).
+  the rows against the spec (each row records the sweep's key, data key and ground
+  metric, in the columns ``key``, ``data_key`` and ``metric``).
   Anything inconsistent is refused with a one-line reason, every file byte-identical.
 
 * **Foreign files are never touched.**  An existing ``FILE`` without a sidecar (another
@@ -36,16 +37,21 @@ finishes).
 * **Read with fixed rules.**  Text columns are text and only an empty field is missing,
   so a label ``NA``, ``None`` or ``null`` survives a resume (``read_table``).
 * **Rows are validated** when a store is opened: key columns present and well typed
-  (seed a non-negative integer, ε and n positive, metric columns finite and ≥ 0), no
+  (seed a non-negative integer, ε and n positive, W1 columns finite and ≥ 0), no
   replicate twice, the row count that of the sidecar.  A committed file that fails is
   refused, never repaired by guessing.
 * **A changed sweep** is defined: the spec (every setting that changes what a replicate
-  computes: sweep key, data key, ground metric, metric columns) must equal the recorded
-  one, else the store refuses and names the difference; the mechanisms' configurations
-  and the data sets' fingerprints must equal the recorded ones where they meet; a sweep
-  with the same spec and more ε values, seeds, sizes, data sets or mechanisms *extends*
-  the table.  New columns (a mechanism with more diagnostics) are added by an atomic
+  computes: sweep key, data key, ground metric ``metric``, W1 columns ``w1_columns``)
+  must equal the recorded one, else the store refuses and names the difference; the
+  mechanisms' configurations and the data sets' fingerprints must equal the recorded
+  ones where they meet; a sweep with the same spec and more ε values, seeds, sizes, data
+  sets or mechanisms *extends* the table.  New columns (a mechanism with more diagnostics) are added by an atomic
   rewrite.
+* **Versioned.**  The sidecar records ``FORMAT``.  A store of an earlier format (before
+  ``jaxsynth-results/3`` the ground metric was the column ``ground`` and the spec said
+  ``ground`` and ``metrics``) is refused, never appended to or resumed: start a new
+  file.  ``readable`` (``jaxsynth rate``) still reads one, its ``ground`` column renamed
+  ``metric``, so old results can be fitted.
 * **Bounded.**  A store holds at most ``MAX_ROWS`` rows (a sweep's table is held in
   memory to sort it and return it); larger sweeps are refused before any work, with the
   remedy: parts over disjoint seeds, one file each.
@@ -71,10 +77,14 @@ import pandas as pd
 
 from jaxsynth.core.validate import check_output_path
 
-FORMAT = "jaxsynth-results/2"
+FORMAT = "jaxsynth-results/3"
+"""The sidecar format.  3: the ground metric is the column and spec key ``metric`` and the
+spec's W1 columns are ``w1_columns`` (2: ``ground`` and ``metrics``)."""
+EARLIER_FORMATS = ("jaxsynth-results/2",)
+"""Formats of earlier jaxsynth versions: refused for writing, read by ``readable``."""
 KEY_COLUMNS = ("mechanism", "data", "n", "eps", "seed")
 """A replicate: one row per distinct value of these columns."""
-TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "ground")
+TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "metric")
 OPTIONAL_INTEGERS = {"d": "a positive integer", "intrinsic_dim": "a positive integer",
                      "depth": "a non-negative integer"}
 """Columns checked like the key columns when a table has them (``validate_rows``), except
@@ -83,7 +93,7 @@ MAX_ROWS = 1_000_000
 """Most rows of one store (and of one ``simulate`` call): ~0.7 GB as a DataFrame."""
 MERGED_SPEC_KEYS = ("groups", "data")
 """Spec entries that are dicts merged across runs (conflicting values are refused)."""
-PROVENANCE = ("key", "data_key", "ground")
+PROVENANCE = ("key", "data_key", "metric")
 """Spec entries that every row also records in the column of that name."""
 LOCK_MARK = b"jaxsynth lock file: removed when the run holding it ends\n"
 """The whole content of a lock file jaxsynth created (anything else is not ours)."""
@@ -149,9 +159,9 @@ PENDING = {"append": {"kind", "length", "sha256", "rows"},
 """The fields of a pending write, by kind."""
 
 
-def _schema_error(meta, name: str) -> str | None:
+def _schema_error(meta, name: str, formats=(FORMAT,)) -> str | None:
     """What is wrong with the parsed sidecar of the table ``name``, or ``None``."""
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in formats:
         return f"it is not a {FORMAT} sidecar"
     fields = {"format", "spec", "columns", "length", "sha256", "rows", "pending", "seal"}
     if set(meta) != fields:
@@ -238,9 +248,9 @@ def _bad(value: pd.Series) -> np.ndarray:
     return ~np.isfinite(numbers) | boolean
 
 
-def validate_rows(table: pd.DataFrame, metric_columns, where: str) -> None:
+def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
     """Raise ``ValueError`` unless every row is a well-formed, distinct replicate."""
-    missing = [c for c in (*KEY_COLUMNS, *metric_columns) if c not in table]
+    missing = [c for c in (*KEY_COLUMNS, *w1_columns) if c not in table]
     if missing:
         raise ValueError(f"{where} lacks the column(s) {missing}")
     if len(table) == 0:
@@ -270,7 +280,7 @@ def validate_rows(table: pd.DataFrame, metric_columns, where: str) -> None:
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are not {rule} "
                             f"(first: {_show(table[column].iloc[int(np.argmax(bad))])})")
-    for column in metric_columns:
+    for column in w1_columns:
         bad = _bad(table[column])
         value = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64,
                                                                          na_value=np.nan)
@@ -308,10 +318,10 @@ class ResultStore:
     ``append`` adds rows, ``finish`` rewrites the table in canonical order.
     """
 
-    def __init__(self, path, spec: dict, metric_columns):
+    def __init__(self, path, spec: dict, w1_columns):
         self.path = check_out_path(path)
         self.spec = json.loads(json.dumps(spec, sort_keys=True, default=str))
-        self.metric_columns = list(metric_columns)
+        self.w1_columns = list(w1_columns)
         self._lock = None
         self._meta = None
         self._hash = None  # running SHA-256 of the committed bytes
@@ -361,7 +371,7 @@ class ResultStore:
         table = read_table(self.path, data) if after["length"] else pd.DataFrame(
             columns=list(KEY_COLUMNS))
         where = f"out file {str(self.path)!r}"
-        validate_rows(table, self.metric_columns, where)
+        validate_rows(table, self.w1_columns, where)
         if after["length"] and list(table.columns) != after["columns"]:
             raise self._changed(f"has the columns {list(table.columns)} but its sidecar "
                                 f"records {after['columns']}")
@@ -387,7 +397,7 @@ class ResultStore:
             self.path.with_name(pending["tmp"]).unlink(missing_ok=True)
 
     def _check_provenance(self, table: pd.DataFrame) -> None:
-        """Rows record the sweep's key, data key and ground: they must be the spec's."""
+        """Rows record the sweep's key, data key and ground metric: they must be the spec's."""
         for key in PROVENANCE:
             if key in self.spec and key in table and len(table):
                 values = table[key].astype(str)
@@ -474,6 +484,11 @@ class ResultStore:
         except (OSError, ValueError, RecursionError) as exc:
             raise ValueError(f"the sidecar {str(side)!r} is unreadable ({exc}); the files are "
                              "left untouched: choose another path") from None
+        if isinstance(meta, dict) and meta.get("format") in EARLIER_FORMATS:
+            raise ValueError(
+                f"out file {str(self.path)!r} was written by an earlier jaxsynth format "
+                f"({meta['format']}, now {FORMAT}); start a new file (it is left untouched, "
+                "and 'jaxsynth rate' still reads it)")
         problem = _schema_error(meta, self.path.name)
         if problem:
             raise ValueError(f"the sidecar {str(side)!r} is refused: {problem}; the files are "
@@ -576,7 +591,7 @@ class ResultStore:
         """Append rows (new replicates only) with the write-ahead protocol."""
         if len(rows) == 0:
             return
-        validate_rows(rows, self.metric_columns, "new rows")
+        validate_rows(rows, self.w1_columns, "new rows")
         keys = _keys(rows)
         again = sum(k in self._done for k in keys)
         if again:
@@ -586,7 +601,7 @@ class ResultStore:
         if not columns or not set(rows.columns) <= set(columns):
             old = self.table()
             both = pd.concat([old, rows], ignore_index=True) if len(old) else rows
-            validate_rows(both, self.metric_columns, f"out file {str(self.path)!r} with new rows")
+            validate_rows(both, self.w1_columns, f"out file {str(self.path)!r} with new rows")
             self._rewrite(both)
             self._done.update(keys)
             return
@@ -635,7 +650,7 @@ def _committed(path: Path, data: bytes) -> bytes:
         meta = json.loads(_sidecar(path).read_bytes())
     except (OSError, ValueError, RecursionError):
         return data
-    if _schema_error(meta, path.name) is not None:
+    if _schema_error(meta, path.name, (FORMAT, *EARLIER_FORMATS)) is not None:
         return data
     pending = meta["pending"] or {}
     if pending.get("kind") == "rewrite" and _digest(data) == pending["sha256"]:
@@ -646,12 +661,13 @@ def _committed(path: Path, data: bytes) -> bytes:
     return data
 
 
-def readable(path, metric_columns=()) -> pd.DataFrame:
+def readable(path, w1_columns=()) -> pd.DataFrame:
     """Read a result table for ``jaxsynth rate`` (validated, read-only).
 
     Reads what a store has committed (a writer's unfinished append is left out) and
     refuses a file without the key columns, with no rows, or with an invalid row
-    (``validate_rows``: key columns and ``metric_columns``).
+    (``validate_rows``: key columns and ``w1_columns``).  A table of an earlier format
+    (``EARLIER_FORMATS``) is read with its ``ground`` column renamed ``metric``.
     """
     if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"file must be a path; got {path!r}")
@@ -664,20 +680,22 @@ def readable(path, metric_columns=()) -> pd.DataFrame:
         raise ValueError(f"could not read {str(path)!r}: {exc.strerror}") from None
     data = _committed(path, data)
     table = read_table(path, data)
+    if "ground" in table and "metric" not in table:  # written before jaxsynth-results/3
+        table = table.rename(columns={"ground": "metric"})
     missing = [c for c in KEY_COLUMNS if c not in table]
     if missing:
         raise ValueError(f"{str(path)!r} is not a jaxsynth result table (no {missing} "
                          "column(s))")
     if len(table) == 0:
         raise ValueError(f"{str(path)!r} holds no rows")
-    absent = [c for c in metric_columns if c not in table]
+    absent = [c for c in w1_columns if c not in table]
     if absent:
         present = [c for c in table.columns if str(c).startswith("w1_")]
         raise ValueError(f"{str(path)!r} has no column {', '.join(absent)}; its W1 columns: "
                          f"{', '.join(present) or 'none'}")
-    validate_rows(table, list(metric_columns), repr(str(path)))
+    validate_rows(table, list(w1_columns), repr(str(path)))
     return table
 
 
-__all__ = ["KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "read_table",
+__all__ = ["FORMAT", "KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "read_table",
            "readable", "validate_rows"]

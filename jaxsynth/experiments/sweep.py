@@ -1,4 +1,8 @@
-"""Monte Carlo sweeps: mechanisms × data sets × n × ε × seeds × W1 metrics.
+"""Monte Carlo sweeps: mechanisms × data sets × n × ε × seeds × W1 methods.
+
+Words: a W1 *method* is how W1 is measured (``methods=["exact", "bracket"]``, the
+``w1_*`` columns); the *metric* is the ground metric ``"linf"`` or ``"l2"``
+(``metric=``, the ``metric`` column), as in ``js.w1(X, out, method=..., metric=...)``.
 
 ``simulate`` returns one row per replicate.  Replicate ``s`` of mechanism ``M`` on data
 ``X`` at budget ``ε`` is ``js.release(jax.random.fold_in(key, s), M, X, ε)``, whatever
@@ -56,25 +60,27 @@ from jaxsynth import engine
 from jaxsynth.api import check_measurable, check_mechanism, seed_count, seed_indices
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, as_typed_key, replicate_keys
+from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import (
     check_bool,
     check_choice,
     check_data,
     check_epsilon,
     check_positive_int,
+    refuse_renamed,
 )
 from jaxsynth.experiments import datasets
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path
 from jaxsynth.mechanisms.registry import mechanism
 from jaxsynth.wasserstein import bounds, exact, exact1d
+from jaxsynth.wasserstein.dispatch import METHODS
 
-__all__ = ["METHODS", "simulate"]
+__all__ = ["DEFAULT_METHODS", "METHODS", "simulate"]
 
-METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
-"""W1 methods (``jaxsynth.wasserstein``); ``exact`` gives the columns ``w1_exact_lower,
-w1_exact_upper``, ``bracket`` the columns ``w1_lower, w1_upper``."""
-DEFAULT_METRICS = ("exact",)
+# METHODS: the W1 methods of ``js.w1`` (``jaxsynth.wasserstein.dispatch``); ``exact`` gives
+# the columns ``w1_exact_lower, w1_exact_upper``, ``bracket`` the columns ``w1_lower, w1_upper``
+DEFAULT_METHODS = ("exact",)
 """The default: the ground metric's W1 between the whole data set and each release,
 certified to ``w1_exact_upper − w1_exact_lower ≤ rtol · w1_exact_upper`` (rtol 1%).
 
@@ -84,11 +90,15 @@ dimension (0 while the depth is below d)."""
 OPTIONS = {"exact": {"rtol", "clusters"}, "bracket": {"n_directions", "seed"}}
 """Options of the W1 methods that take any (Sinkhorn: those of ``w1_sinkhorn``)."""
 COLUMNS = {"exact": ["w1_exact_lower", "w1_exact_upper"], "bracket": ["w1_lower", "w1_upper"]}
-GROUNDS = ("linf", "l2")
+RENAMED = {
+    "metrics": "metrics= is now methods= (the W1 methods); metric= is the ground metric",
+    "ground": f"ground= is now metric= (the ground metric, one of {GROUND_METRICS})",
+}
+"""Arguments of ``simulate`` under their former names: refused with the new name."""
 CHUNK_REPLICATES = 256
 """Replicates released between two writes of the result store (at least one engine chunk)."""
 MEASURE_BLOCK = 16
-"""Replicates per call of the atom-based metrics (lower bound, exact1d): a fixed shape."""
+"""Replicates per call of the atom-based methods (lower bound, exact1d): a fixed shape."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
@@ -203,27 +213,30 @@ def _data_sets(data, n, data_key) -> list[_DataSet]:
     return out
 
 
-# --------------------------------------------------------------------------- metrics
+# --------------------------------------------------------------------------- W1 methods
 
 
 def _is_pair(item) -> bool:
     return isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict)
 
 
-def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
-    """(method, options, columns) for each requested W1 metric."""
-    if isinstance(metrics, str) or _is_pair(metrics):
-        metrics = [metrics]
-    if not isinstance(metrics, (list, tuple)) or not metrics:
-        raise ValueError(f"metrics must be a non-empty list of {METHODS}; got {metrics!r}")
+def _methods(methods) -> list[tuple[str, dict, list[str]]]:
+    """(method, options, columns) for each requested W1 method."""
+    if isinstance(methods, str) or _is_pair(methods):
+        methods = [methods]
+    if not isinstance(methods, (list, tuple)) or not methods:
+        raise ValueError(f"methods must be a non-empty list of {METHODS}; got {methods!r}")
     out = []
-    for item in metrics:
+    for item in methods:
         method, options = item if _is_pair(item) else (item, {})
         if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"metrics: unknown W1 method {method!r}; known: {', '.join(METHODS)}")
+            hint = f" ({method!r} is a ground metric: metric=)" if method in GROUND_METRICS \
+                else ""
+            raise ValueError(f"methods: unknown W1 method {method!r}; known: "
+                             f"{', '.join(METHODS)}{hint}")
         unknown = set(options) - OPTIONS.get(method, set())
         if method != "sinkhorn" and unknown:
-            raise ValueError(f"metrics: {method!r} takes the options "
+            raise ValueError(f"methods: {method!r} takes the options "
                              f"{sorted(OPTIONS.get(method, ()))}; got {sorted(options)}")
         if method == "exact":
             exact.check_rtol(options.get("rtol", exact.DEFAULT_RTOL))
@@ -240,22 +253,31 @@ def _metrics(metrics) -> list[tuple[str, dict, list[str]]]:
         out.append((method, options, columns))
     names = [c for _, _, cols in out for c in cols]
     if len(set(names)) != len(names):
-        raise ValueError(f"metrics: duplicate columns {names}")
+        raise ValueError(f"methods: duplicate columns {names}")
     return out
+
+
+def _check_metric(metric) -> str:
+    """The ground metric (``GROUND_METRICS``), or ``ValueError``; W1 methods given as
+    ``metric=`` are told to use ``methods=``."""
+    if isinstance(metric, (list, tuple)) or (isinstance(metric, str) and metric in METHODS):
+        raise ValueError(f"metric is the ground metric, one of {GROUND_METRICS}; got "
+                         f"{metric!r}: W1 methods are chosen with methods=")
+    return check_choice(metric, "metric", GROUND_METRICS)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _Measurer:
-    """The W1 metrics of a sweep for one data set, computed from engine outputs."""
+    """The W1 methods of a sweep for one data set, computed from engine outputs."""
 
     X: np.ndarray
     methods: list
-    ground: str
+    metric: str  # the ground metric
     projections: dict  # (n_directions, seed) -> (dirs, sorted data projections), on device
     exact_data: dict  # clusters -> ExactData
 
     @classmethod
-    def build(cls, X, methods, ground):
+    def build(cls, X, methods, metric):
         projections, exact_data = {}, {}
         for method, options, _ in methods:
             if method == "exact":
@@ -263,14 +285,14 @@ class _Measurer:
                 exact_data[clusters] = exact.prepare_exact(X, clusters)
             if method == "bracket":
                 n_dir, seed = bounds.check_directions(options.get("n_directions"),
-                                                      options.get("seed", 0), ground,
+                                                      options.get("seed", 0), metric,
                                                       X.shape[1], X.shape[0])
-                dirs = bounds.directions(X.shape[1], ground, n_dir, seed)
+                dirs = bounds.directions(X.shape[1], metric, n_dir, seed)
                 projections[n_dir, seed] = (jnp.asarray(dirs),
                                             jnp.asarray(bounds.sorted_projections(X, dirs)))
             if method == "exact1d" and X.shape[1] != 1:
-                raise ValueError(f"metric 'exact1d' needs d = 1; the data have d = {X.shape[1]}")
-        return cls(X, methods, ground, projections, exact_data)
+                raise ValueError(f"method 'exact1d' needs d = 1; the data have d = {X.shape[1]}")
+        return cls(X, methods, metric, projections, exact_data)
 
     @property
     def atoms(self) -> bool:
@@ -282,31 +304,32 @@ class _Measurer:
         return atoms + 12.0 * dirs * (self.X.shape[0] + 2 * atoms / (4 * (self.X.shape[1] + 2)))
 
     def device_values(self, out: dict) -> dict:
-        """Per-replicate metric arrays [E, S] (all but Sinkhorn).
+        """Per-replicate W1 arrays [E, S] (every method but Sinkhorn).
 
-        The tree metrics come from the kernel.  The atom-based ones (the bracket's lower
-        end, exact1d) are computed per replicate on its own atoms, compacted to a width
-        set by its own atom count, in blocks of ``MEASURE_BLOCK``: one program per width,
-        so a replicate's value does not depend on the other replicates of its chunk, on
-        the ε list, on the chunk size or on the atom capacity (``_atom_metric``).
+        The tree W1 and its upper end come from the kernel.  The atom-based ones (the
+        bracket's lower end, exact1d) are computed per replicate on its own atoms,
+        compacted to a width set by its own atom count, in blocks of ``MEASURE_BLOCK``:
+        one program per width, so a replicate's value does not depend on the other
+        replicates of its chunk, on the ε list, on the chunk size or on the atom capacity
+        (``_atom_w1``).
         """
         values = {}
-        upper = out[f"upper_{self.ground}"]  # margin and clip on the host
+        upper = out[f"upper_{self.metric}"]  # margin and clip on the host
         for method, options, columns in self.methods:
             if method == "tree":
-                values[columns[0]] = out[f"tree_{self.ground}"]
+                values[columns[0]] = out[f"tree_{self.metric}"]
             elif method == "tree_upper":
                 values[columns[0]] = upper
             elif method == "bracket":
-                key = (options.get("n_directions", bounds.DEFAULT_DIRECTIONS[self.ground]),
+                key = (options.get("n_directions", bounds.DEFAULT_DIRECTIONS[self.metric]),
                        options.get("seed", 0))
                 dirs, data = self.projections[key]
-                values["w1_lower"] = _atom_metric("bracket", data, dirs, out["points"],
+                values["w1_lower"] = _atom_w1("bracket", data, dirs, out["points"],
                                                   out["weights"])
                 values["w1_upper"] = upper
             elif method == "exact1d":
                 data = jnp.asarray(np.sort(self.X[:, 0]).astype(np.float32))
-                values[columns[0]] = _atom_metric("exact1d", data, None, out["points"],
+                values[columns[0]] = _atom_w1("exact1d", data, None, out["points"],
                                                   out["weights"])
         return values
 
@@ -315,10 +338,10 @@ class _Measurer:
         values = {k: np.asarray(v, np.float64) for k, v in jax.device_get(values).items()}
         d = self.X.shape[1]
         if "w1_lower" in values:
-            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], d, self.ground)
+            values["w1_lower"] = bounds.lower_margin(values["w1_lower"], d, self.metric)
         for column in ("w1_upper", "w1_tree_upper"):
             if column in values:
-                values[column] = bounds.upper_margin(values[column], d, self.ground)
+                values[column] = bounds.upper_margin(values[column], d, self.metric)
         for method, options, columns in self.methods:
             if method == "sinkhorn":
                 values[columns[0]] = self._sinkhorn(out, options, seeds)
@@ -332,7 +355,7 @@ class _Measurer:
         grid = weights.shape[:2]
         data = self.exact_data[options.get("clusters", exact.DEFAULT_CLUSTERS)]
         lower, upper = exact.w1_exact(data, points.reshape((-1,) + points.shape[2:]),
-                                      weights.reshape(-1, weights.shape[-1]), self.ground,
+                                      weights.reshape(-1, weights.shape[-1]), self.metric,
                                       options.get("rtol", exact.DEFAULT_RTOL))
         return lower.reshape(grid), upper.reshape(grid)
 
@@ -352,7 +375,7 @@ class _Measurer:
                 jax.random.fold_in(key, int(seeds[s])), 0)
             # its own atoms in canonical order: padding and order depend on the chunk
             p, w = exact.canonical_atoms(points[e, s], weights[e, s])
-            result[e, s] = w1_sinkhorn(self.X, p, w, metric=self.ground, key=rep,
+            result[e, s] = w1_sinkhorn(self.X, p, w, metric=self.metric, key=rep,
                                        **options).value
         return result
 
@@ -395,13 +418,13 @@ def _width(count: int) -> int:
 
 @functools.partial(jax.jit, static_argnames=("method",))
 def _measure_block(method, data, dirs, points, weights):
-    """Raw atom-based metric of a block [MEASURE_BLOCK, width, d] of measures."""
+    """Raw atom-based W1 (bracket lower end, exact1d) of a block [MEASURE_BLOCK, width, d]."""
     if method == "bracket":
         return bounds.projected_w1(data, dirs, points, weights)
     return jax.vmap(lambda p, w: exact1d.w1_against_sorted(data, p[:, 0], w))(points, weights)
 
 
-def _atom_metric(method, data, dirs, points, weights):
+def _atom_w1(method, data, dirs, points, weights):
     """``_measure_block`` of every replicate of [E, S, M, ...] atoms; [E, S] (host).
 
     Replicates are grouped by ``_width`` of their own positive-atom count and measured
@@ -509,20 +532,22 @@ def simulate(
     data,
     eps=(1.0,),
     seeds=100,
-    metrics=DEFAULT_METRICS,
+    methods=DEFAULT_METHODS,
     key=0,
     n=None,
     out=None,
     memory_bytes: int | None = None,
     progress: bool = True,
-    ground: str = "linf",
+    metric: str = "linf",
     data_key: int = 0,
     devices=None,
     warmup: bool = False,
+    **renamed,
 ) -> pd.DataFrame:
     """Run a Monte Carlo sweep and return one row per replicate.
 
-    Sweeps mechanisms × data sets × n × ε × seeds; every replicate gets every metric.
+    Sweeps mechanisms × data sets × n × ε × seeds; every replicate is measured by every
+    W1 method (``methods``) in the ground metric ``metric``.
     Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
     set and ε, so its row equals ``js.release(fold_in(key, s), M, X, ε)`` measured with
     ``js.w1``, independent of chunking, device count, the other seeds and ε values of the
@@ -540,9 +565,9 @@ def simulate(
         "k": 2})``), or a list or ``{label: ...}`` dict of these.
       eps: a budget or list of E budgets.
       seeds: a count S (seeds ``0..S-1``), a ``range`` or a list of seed indices.
-      metrics: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
+      methods: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
         ``w1_<name>`` (``exact``: ``w1_exact_lower``, ``w1_exact_upper``; ``bracket``:
-        ``w1_lower``, ``w1_upper``).  Default ``exact``: the ``ground`` W1 between the
+        ``w1_lower``, ``w1_upper``).  Default ``exact``: the ``metric`` W1 between the
         whole data set and each release, the quantity the papers bound, certified to
         ``rtol`` (options ``rtol``, ``clusters``).  ``bracket`` bounds it cheaply but
         loosely; ``tree`` is the ultrametric tree W1, a different quantity (far below the
@@ -556,8 +581,8 @@ def simulate(
         ``jaxsynth.experiments.store``).  Rows are appended as each chunk finishes.
       memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
       progress: show a tqdm progress bar (on stderr) when the sweep runs longer than 2 s.
-      ground: ground metric, ``"linf"`` (default, as in Zare Moayedi et al., arXiv
-        2609.33363, §7) or ``"l2"``.
+      metric: ground metric (``GROUND_METRICS``), ``"linf"`` (default, as in Zare Moayedi
+        et al., arXiv 2609.33363, §7) or ``"l2"``.
       data_key: key of the data generators (the same for every n).
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
       warmup: run each (mechanism, data set)'s first chunk once untimed, so that
@@ -568,27 +593,31 @@ def simulate(
       ``mechanism`` (label), ``kind`` (the mechanism's name), ``data``, ``n``, ``d``,
       ``intrinsic_dim``, ``eps``, ``seed``, ``depth``, ``m``, ``leaves``, ``visited``, the
       ``w1_*`` columns, ``seconds`` (the replicate's share of its chunk's wall time,
-      release and metrics; a group's first chunk includes compilation unless ``warmup``),
+      release and W1; a group's first chunk includes compilation unless ``warmup``),
       ``release_seconds`` (the release alone), ``adjacency``, the budget parts
       (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
-      ...), and provenance: ``config``, ``key``, ``data_key``, ``ground``.  Its
+      ...), and provenance: ``config``, ``key``, ``data_key``, ``metric`` (the ground
+      metric).  Its
       ``attrs`` hold ``new_rows`` (replicates computed by this call) and, with ``out``,
       ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
 
     Raises:
-      ValueError: bad arguments, a foreign or changed ``out`` file, another writer on
-        it, or a sweep of more than ``store.MAX_ROWS`` rows (split it over disjoint seeds,
-        one file per part); always before any replicate is released.
+      ValueError: bad arguments (the former names ``metrics=`` and ``ground=`` are
+        refused, naming ``methods=`` and ``metric=``), a foreign, changed or
+        earlier-format ``out`` file, another writer on it, or a sweep of more than
+        ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part); always
+        before any replicate is released.
     """
     from tqdm.auto import tqdm
 
+    refuse_renamed("simulate", renamed, RENAMED)
     mechs = _mechanisms(mechanisms)
     eps = check_epsilon(eps).ravel()
     if len(set(eps.tolist())) != len(eps):
         raise ValueError(f"eps has duplicate values: {eps.tolist()}")
     n_seeds = seed_count(seeds)
-    methods = _metrics(metrics)
-    check_choice(ground, "ground", GROUNDS)
+    methods = _methods(methods)
+    metric = _check_metric(metric)
     check_bool(progress, "progress")
     check_bool(warmup, "warmup")
     if memory_bytes is not None:
@@ -609,7 +638,7 @@ def simulate(
     seed_list = seed_indices(seeds).tolist()
     w1_columns = [c for _, _, cols in methods for c in cols]
     spec = {
-        "key": key_label, "data_key": data_key, "ground": ground, "metrics": w1_columns,
+        "key": key_label, "data_key": data_key, "metric": metric, "w1_columns": w1_columns,
         "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                    for label, m in mechs for ds in sets},
         "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
@@ -634,12 +663,12 @@ def simulate(
         remaining = sum(len(eps) * len(left) for _, todo in work for _, _, left in todo)
         if store is not None:
             store.check_room(remaining)
-        prepared = _preflight(work, mechs, eps, methods, ground, memory_bytes, devs)
+        prepared = _preflight(work, mechs, eps, methods, metric, memory_bytes, devs)
         bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
         bar.update(total - remaining)
         for i, (ds, todo) in enumerate(work):
             loaded, measurer, sized = prepared[i] if i in prepared else _prepare(
-                ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
+                ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
             X, _, intrinsic = loaded
             for label, mech, left in todo:
                 parts = sized[label]  # (plan, memory, chunk) per group of ε
@@ -647,7 +676,7 @@ def simulate(
                 common = {"mechanism": label, "kind": mech.name, "data": ds.label,
                           "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
                 provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
-                              "ground": ground}
+                              "metric": metric}
                 per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
                 if warmup:
@@ -690,14 +719,14 @@ def simulate(
     return result
 
 
-def _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs):
+def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
     """Load a data set, plan each mechanism to run on it and size its chunks.
 
     Raises ``ValueError`` naming the data set (and the mechanism) that cannot run.
     """
     try:
         loaded = _load(ds, [m for _, m in mechs], eps)
-        measurer = _Measurer.build(loaded[0], methods, ground)
+        measurer = _Measurer.build(loaded[0], methods, metric)
     except ValueError as exc:
         raise ValueError(f"data set {ds.label} (n = {ds.n}): {exc}") from None
     sized = {}
@@ -718,7 +747,7 @@ def _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs):
     return loaded, measurer, sized
 
 
-def _preflight(work, mechs, eps, methods, ground, memory_bytes, devs) -> dict:
+def _preflight(work, mechs, eps, methods, metric, memory_bytes, devs) -> dict:
     """Every data set loaded, every mechanism planned and sized, before any release.
 
     Bad input (a data set that cannot be generated, a depth the W1 cannot measure, a
@@ -727,7 +756,7 @@ def _preflight(work, mechs, eps, methods, ground, memory_bytes, devs) -> dict:
     """
     kept, used = {}, 0
     for i, (ds, todo) in enumerate(work):
-        prepared = _prepare(ds, mechs, todo, eps, methods, ground, memory_bytes, devs)
+        prepared = _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
         size = prepared[0][0].nbytes * 4
         if i == 0 or used + size <= PREFLIGHT_CACHE_BYTES:
             kept[i] = prepared

@@ -70,14 +70,16 @@ def _check_dense_fits(R: int, d: int, replicate_bytes: float) -> None:
 
 
 def metric_tables(depth: int, d: int) -> dict:
-    """Edge weights and cell diameters [2, depth + 1] per metric (``pmm_kernels.METRICS``)."""
+    """Edge weights and cell diameters [2, depth + 1], a row per ``partition.GROUND_METRICS``."""
     levels = np.arange(depth + 1)
     return {
         "weights": jnp.asarray(
-            np.stack([partition.edge_weights(depth, d, m) for m in pmm_kernels.METRICS]), jnp.float32
+            np.stack([partition.edge_weights(depth, d, m) for m in partition.GROUND_METRICS]),
+            jnp.float32,
         ),
         "diameters": jnp.asarray(
-            np.stack([partition.diameter(levels, d, m) for m in pmm_kernels.METRICS]), jnp.float32
+            np.stack([partition.diameter(levels, d, m) for m in partition.GROUND_METRICS]),
+            jnp.float32,
         ),
     }
 

@@ -34,10 +34,10 @@ from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.consistency import RULES, zero_respecting_split
 from jaxsynth.core.descent import child_boundary
+from jaxsynth.core.partition import GROUND_METRICS
 
-METRICS = ("linf", "l2")
-"""Row order of the ``weights`` / ``diameters`` tables and of the W1 outputs."""
-W1_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper") for metric in METRICS)
+# GROUND_METRICS is the row order of the ``weights`` / ``diameters`` tables and W1 outputs
+W1_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper") for metric in GROUND_METRICS)
 """Outputs ``tree_<metric>`` (exact tree W1) and ``upper_<metric>`` (+ the leaf diameter)."""
 
 
@@ -157,8 +157,9 @@ def uniform_points(leaf_key, leaf_word, depth, mass, lower, side, count: int):
 def _w1_outputs(w1, depth, diameters):
     """Tree W1 and its upper bound per metric from the level sums ``w1`` [2]."""
     return {
-        **{f"tree_{name}": w1[i] for i, name in enumerate(METRICS)},
-        **{f"upper_{name}": w1[i] + diameters[i, depth] for i, name in enumerate(METRICS)},
+        **{f"tree_{name}": w1[i] for i, name in enumerate(GROUND_METRICS)},
+        **{f"upper_{name}": w1[i] + diameters[i, depth]
+           for i, name in enumerate(GROUND_METRICS)},
     }
 
 

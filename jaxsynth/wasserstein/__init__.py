@@ -7,15 +7,15 @@ slow to import) and ``dispatch`` (``w1``, the ``js.w1`` entry point).
 """
 
 from jaxsynth.wasserstein.bounds import bracket, projection_lower, tree_upper
-from jaxsynth.wasserstein.dispatch import METHODS, METRICS, w1
+from jaxsynth.wasserstein.dispatch import GROUND_METRICS, METHODS, w1
 from jaxsynth.wasserstein.exact import ExactData, prepare_exact, w1_exact
 from jaxsynth.wasserstein.exact1d import w1_exact1d, wasserstein_1d
 from jaxsynth.wasserstein.tree import TreeData, TreeW1, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
 
 __all__ = [
+    "GROUND_METRICS",
     "METHODS",
-    "METRICS",
     "ExactData",
     "TreeData",
     "TreeW1",

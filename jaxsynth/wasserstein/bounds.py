@@ -56,8 +56,8 @@ __all__ = ["RELATIVE_MARGIN", "bracket", "check_directions", "directions", "proj
 RELATIVE_MARGIN = 2.0**-16
 """Relative widening of both bracket ends against float32 rounding."""
 
-DEFAULT_DIRECTIONS = {"linf": 0, "l2": 2}
-"""Random directions added to the coordinate axes by default, per metric."""
+DEFAULT_DIRECTIONS = dict(zip(partition.GROUND_METRICS, (0, 2)))
+"""Random directions added to the coordinate axes by default, per metric (ℓ∞ 0, ℓ2 2)."""
 
 
 def check_directions(n_directions, seed, metric: str, d: int, n: int) -> tuple[int, int]:
@@ -162,8 +162,8 @@ def projection_lower(
     """
     X = data_points(X)
     d = X.shape[1]
-    if metric not in DEFAULT_DIRECTIONS:
-        raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")
+    if metric not in partition.GROUND_METRICS:
+        raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
     n_directions, seed = check_directions(n_directions, seed, metric, d, X.shape[0])
     batch_size = check_positive_int(batch_size, "batch_size")
     dirs = directions(d, metric, n_directions, seed)
@@ -237,8 +237,8 @@ def bracket(
     Returns:
       ``(lower, upper)``, two float64 NumPy arrays of shape ``out.batch_shape``.
     """
-    if metric not in ("linf", "l2"):
-        raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")
+    if metric not in partition.GROUND_METRICS:
+        raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
     if not isinstance(X, TreeData):
         _, _, leaf_depth, _ = check_measure(out, data_points(X).shape[1])
         X = prepare(X, int(leaf_depth.max(initial=0)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxsynth.core.keys import as_typed_key
+from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.wasserstein import tree as _tree
 from jaxsynth.wasserstein.bounds import bracket, check_directions, check_valid, tree_upper
 from jaxsynth.wasserstein.exact import (
@@ -43,10 +44,11 @@ from jaxsynth.wasserstein.exact1d import w1_exact1d
 from jaxsynth.wasserstein.tree import TreeData, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
 
-__all__ = ["METHODS", "METRICS", "w1"]
+__all__ = ["GROUND_METRICS", "METHODS", "w1"]
 
 METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
-METRICS = ("linf", "l2")
+"""The W1 methods: how W1 is measured (``method=``); ``metric=`` is the ground metric
+(``GROUND_METRICS``, defined in ``jaxsynth.core.partition``)."""
 
 _OPTIONS = {
     "tree": {"batch_size"},
@@ -66,7 +68,7 @@ def _as_data(X, out):
     return prepare_w1(X, int(np.max(np.asarray(out.leaf_depth), initial=0)))
 
 
-def w1(X, out, method: str = "tree", metric: str = "linf", **options):
+def w1(X, out, method: str = "exact", metric: str = "linf", **options):
     """W1 between the data ``μ_X`` (weights ``1/n``) and synthetic measure(s) ``out``.
 
     Args:
@@ -74,7 +76,8 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
         ``ExactData`` (``prepare_exact``, method ``"exact"`` only) or ``DataTree``
         reused across calls.
       out: ``SyntheticMeasure``, possibly batched (points [..., M, d]).
-      method: ``"exact"`` | ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"``
+      method: ``"exact"`` (default: the certified W1 of the whole data set, the quantity
+        the papers bound) | ``"tree"`` | ``"tree_upper"`` | ``"bracket"`` | ``"exact1d"``
         | ``"sinkhorn"``.
       metric: ground metric ``"linf"`` (default, as in Zare Moayedi et al., arXiv
         2609.33363, §7) or ``"l2"``.
@@ -97,8 +100,10 @@ def w1(X, out, method: str = "tree", metric: str = "linf", **options):
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}; got {metric!r}")
+    if metric not in GROUND_METRICS:
+        hint = "; W1 methods are chosen with method=" if metric in METHODS else ""
+        raise ValueError(f"metric must be one of {GROUND_METRICS} (the ground metric); got "
+                         f"{metric!r}{hint}")
     if method != "sinkhorn":
         unknown = set(options) - _OPTIONS[method]
         if unknown:

@@ -79,11 +79,11 @@ from ott.problems.linear import linear_problem
 from ott.solvers.linear import acceleration, sinkhorn
 
 from jaxsynth.core.keys import as_typed_key
+from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn"]
 
-METRICS = ("linf", "l2")
 _EPS0_FRACTION = 0.01
 _EPS_PER_W1 = 1.0 / 30.0
 _MOMENTUM_START = 100
@@ -335,8 +335,8 @@ def w1_sinkhorn(
     """
     x = check_data(X, "X")
     n, d = x.shape
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}; got {metric!r}")
+    if metric not in GROUND_METRICS:
+        raise ValueError(f"metric must be one of {GROUND_METRICS}; got {metric!r}")
     if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0 < rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}")
     max_iterations = check_positive_int(max_iterations, "max_iterations", _MOMENTUM_START + 1)

@@ -585,8 +585,8 @@ def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
     Returns:
       ``TreeW1`` of jax arrays with shape ``out.batch_shape``.
     """
-    if metric not in ("linf", "l2"):
-        raise ValueError(f"metric must be 'linf' or 'l2'; got {metric!r}")
+    if metric not in partition.GROUND_METRICS:
+        raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
     batch_size = check_positive_int(batch_size, "batch_size")
     d = data_points(data).shape[1]
     points, weights, leaf_depth, shift = check_measure(out, d)

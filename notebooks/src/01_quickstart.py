@@ -114,13 +114,13 @@ w1_table.round(4)
 
 # %%
 sweep = js.simulate({"PMM": js.PMM(), "Pruned-PMM": js.PrunedPMM()}, SHAPE, n=SWEEP_N,
-                    eps=EPS, seeds=SWEEP_SEEDS, metrics=["bracket"], progress=False)
-rates = pd.concat([js.estimate_rate(sweep, metric=m) for m in ("w1_upper", "w1_lower")])
-rates[["mechanism", "metric", "slope", "ci_low", "ci_high", "theory", "theory_exponent",
+                    eps=EPS, seeds=SWEEP_SEEDS, methods=["bracket"], progress=False)
+rates = pd.concat([js.estimate_rate(sweep, column=m) for m in ("w1_upper", "w1_lower")])
+rates[["mechanism", "column", "slope", "ci_low", "ci_high", "theory", "theory_exponent",
        "bound_slope"]].round(3)
 
 # %%
-js.plots.rate_plot(sweep, metric="w1_upper", rates=rates[rates.metric == "w1_upper"])
+js.plots.rate_plot(sweep, column="w1_upper", rates=rates[rates["column"] == "w1_upper"])
 
 # %% [markdown]
 # ## Conclusion

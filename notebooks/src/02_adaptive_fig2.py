@@ -70,7 +70,7 @@ def ci95(x):
 
 main_mechs = {"PMM, ambient depth": js.PMM(), "Adaptive Pruned-PMM": js.AdaptivePrunedPMM()}
 main = js.simulate(main_mechs, {f"k={k} d={d}": subspace(k, d) for k in GRID for d in GRID[k]},
-                   n=N, eps=EPS, seeds=SEEDS, metrics=["bracket"], progress=False)
+                   n=N, eps=EPS, seeds=SEEDS, methods=["bracket"], progress=False)
 summary = (main.groupby(["intrinsic_dim", "d", "mechanism"])
            .agg(depth=("depth", "mean"), lower=("w1_lower", "mean"), lower_ci=("w1_lower", ci95),
                 upper=("w1_upper", "mean"), upper_ci=("w1_upper", ci95))
@@ -104,7 +104,7 @@ fig.tight_layout()
 # %%
 sinkhorn = js.simulate(main_mechs, {f"k=1 d={d}": subspace(1, d) for d in GRID[1]}, n=N, eps=EPS,
                        seeds=SINKHORN_SEEDS, progress=False,
-                       metrics=["bracket", ("sinkhorn", {"subsample": SUBSAMPLE, "key": 0})])
+                       methods=["bracket", ("sinkhorn", {"subsample": SUBSAMPLE, "key": 0})])
 check = sinkhorn[["mechanism", "d", "seed", "depth", "w1_lower", "w1_sinkhorn", "w1_upper"]]
 check = check.sort_values(["mechanism", "d", "seed"], ignore_index=True)
 print("Sinkhorn inside the bracket (2% slack for subsampling):",
@@ -224,7 +224,7 @@ explore_mechs = {"PMM, ambient depth": js.PMM(),
                  **{f"Adaptive, ε_sel = {s:g}ε": js.AdaptivePrunedPMM(eps_sel=s) for s in EPS_SEL},
                  "Adaptive, enlarged set": js.AdaptivePrunedPMM(candidates="enlarged")}
 explore = js.simulate(explore_mechs, {label: subspace(1, d, v) for label, (_, d, v) in values.items()},
-                      n=N, eps=EPS, seeds=EXPLORE_SEEDS, metrics=["bracket"], progress=False)
+                      n=N, eps=EPS, seeds=EXPLORE_SEEDS, methods=["bracket"], progress=False)
 explore["v"] = explore.data.map(lambda label: values[label][0])
 explore["floor"] = [placement_floor(r, d, 1, values[label][2])
                     for r, d, label in zip(explore.depth, explore.d, explore.data)]

@@ -67,7 +67,7 @@ print("shapes:", SHAPES, "| ambient depth r =", DEPTH)
 
 # %%
 pair = {"PMM": js.PMM(depth=DEPTH), "Pruned-PMM": js.PrunedPMM(depth=DEPTH, engine="sparse")}
-study = js.simulate(pair, SHAPES, n=N, eps=EPS, seeds=SEEDS, metrics=["bracket"],
+study = js.simulate(pair, SHAPES, n=N, eps=EPS, seeds=SEEDS, methods=["bracket"],
                     warmup=True, progress=False)
 columns = {"w1_lower": "ℓ∞ W1 lower", "w1_upper": "ℓ∞ W1 upper",
            "release_seconds": "runtime", "visited": "visited nodes"}
@@ -107,7 +107,7 @@ fig.tight_layout()
 
 # %%
 check = js.simulate(pair, SHAPES, n=N, eps=EPS, seeds=SINKHORN_SEEDS, progress=False,
-                    metrics=["bracket", ("sinkhorn", {"subsample": SUBSAMPLE, "key": 0})])
+                    methods=["bracket", ("sinkhorn", {"subsample": SUBSAMPLE, "key": 0})])
 check = check.pivot_table(index="data", columns="mechanism",
                           values=["w1_lower", "w1_sinkhorn", "w1_upper"])
 check[("w1_sinkhorn", "ratio")] = check["w1_sinkhorn", "Pruned-PMM"] / check["w1_sinkhorn", "PMM"]
@@ -124,9 +124,9 @@ check.round(4)
 # %%
 sweep_mechs = {**depth_sweep(js.PMM(), DEPTHS),
                **depth_sweep(js.PrunedPMM(engine="sparse"), DEPTHS + PRUNED_ONLY_DEPTHS)}
-depths = js.simulate(sweep_mechs, SHAPES, n=N, eps=EPS, seeds=SEEDS, metrics=["bracket"],
+depths = js.simulate(sweep_mechs, SHAPES, n=N, eps=EPS, seeds=SEEDS, methods=["bracket"],
                      warmup=True, progress=False)
-fig = js.plots.depth_plot(depths, metric="w1_upper")
+fig = js.plots.depth_plot(depths, column="w1_upper")
 ax = fig.axes[0]
 for i, (kind, g) in enumerate(depths.groupby("kind")):
     lower = g.groupby("depth").w1_lower.mean()

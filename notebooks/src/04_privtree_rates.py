@@ -66,14 +66,14 @@ print(f"run {datetime.datetime.now():%Y-%m-%d %H:%M} | {platform.platform()} | "
 rate_data = {"uniform d=2": ("uniform", {"d": 2}), "uniform d=3": ("uniform", {"d": 3}),
              "subspace s=3 d=8": ("subspace", {"d": 8, "k": 3})}
 rates_df = js.simulate({"PrivTree": js.PrivTree()}, rate_data, n=RATE_N, eps=EPS,
-                       seeds=RATE_SEEDS, metrics=["bracket"], progress=False)
-fits = pd.concat([js.estimate_rate(rates_df, metric=m) for m in ("w1_upper", "w1_lower")])
+                       seeds=RATE_SEEDS, methods=["bracket"], progress=False)
+fits = pd.concat([js.estimate_rate(rates_df, column=m) for m in ("w1_upper", "w1_lower")])
 fits["-1/d"], fits["-1/s"] = -1 / fits.d, -1 / fits.intrinsic_dim
-fits[["data", "metric", "slope", "ci_low", "ci_high", "-1/d", "-1/s", "theory",
+fits[["data", "column", "slope", "ci_low", "ci_high", "-1/d", "-1/s", "theory",
       "bound_slope"]].round(3)
 
 # %%
-js.plots.rate_plot(rates_df, metric="w1_upper", rates=fits[fits.metric == "w1_upper"])
+js.plots.rate_plot(rates_df, column="w1_upper", rates=fits[fits["column"] == "w1_upper"])
 
 # %% [markdown]
 # Local slopes between neighbouring sizes (upper bound): a single line over the range is
@@ -95,7 +95,7 @@ means = rates_df.groupby(["data", "n"]).w1_upper.mean().unstack("data")
 ball = {f"ball d={d}": ("ball", {"d": d, "radius": 0.1}) for d in BALL_D}
 shift_mechs = {"PrivTree, fixed": js.PrivTree(), "PrivTree, shifted": js.PrivTree(shift=True)}
 ball_df = js.simulate(shift_mechs, ball, n=BALL_N, eps=EPS, seeds=BALL_SEEDS,
-                      metrics=["tree", "bracket"], progress=False)
+                      methods=["tree", "bracket"], progress=False)
 ball_table = ball_df.groupby(["d", "mechanism"])[["leaves", "depth", "w1_tree", "w1_lower",
                                                   "w1_upper"]].mean()
 ball_table.unstack("mechanism").round(3)
@@ -126,9 +126,9 @@ fig.tight_layout()
 # %%
 check = pd.concat([
     js.simulate(shift_mechs, ball, n=BALL_N, eps=EPS, seeds=CHECK_SEEDS, progress=False,
-                metrics=["tree", "bracket", "sinkhorn"]),
+                methods=["tree", "bracket", "sinkhorn"]),
     js.simulate({"PrivTree": js.PrivTree()}, rate_data, n=CHECK_N, eps=EPS, seeds=CHECK_SEEDS,
-                progress=False, metrics=["tree", "bracket", "sinkhorn"]),
+                progress=False, methods=["tree", "bracket", "sinkhorn"]),
 ])
 inside = (check.w1_lower <= 1.01 * check.w1_sinkhorn) & (check.w1_sinkhorn <= 1.01 * check.w1_upper)
 print(f"Sinkhorn inside the bracket (1% tolerance): {inside.mean():.0%} of {len(check)}")
@@ -164,7 +164,7 @@ for n in ORACLE_N:
         rows.append({"quantity": "2d·R_T of the private tree (Lemma 2.5)", "n": n, "eps": EPS,
                      "seed": seed, "w1_upper": 2 * 3 * r})
 oracle_df = pd.DataFrame(rows)  # the noiseless tree is deterministic: one value per n
-oracle_rates = js.estimate_rate(oracle_df[oracle_df.quantity != IDEAL], metric="w1_upper",
+oracle_rates = js.estimate_rate(oracle_df[oracle_df.quantity != IDEAL], column="w1_upper",
                                 by="quantity").set_index("quantity")
 noiseless = oracle_df[oracle_df.quantity == IDEAL]
 oracle_rates.loc[IDEAL, "slope"] = np.polyfit(np.log(EPS * noiseless.n),

@@ -78,7 +78,7 @@ throughput = []
 def sweep(label, mechanisms, data, seeds, **options):
     """``js.simulate`` with the bracket and a progress bar; records its throughput."""
     compiled, start = compile_seconds[0], time.perf_counter()
-    df = js.simulate(mechanisms, data, eps=EPS, seeds=seeds, metrics=["bracket"],
+    df = js.simulate(mechanisms, data, eps=EPS, seeds=seeds, methods=["bracket"],
                      memory_bytes=MEMORY_BYTES, progress=True, **options)
     wall, compiled = time.perf_counter() - start, compile_seconds[0] - compiled
     throughput.append({"sweep": label, "replicates": len(df), "wall s": wall,
@@ -128,9 +128,9 @@ pd.DataFrame({f"{c} ratio Pruned / full (paired)": mean_ci(paired[c, "Pruned-PMM
 # %%
 rates = sweep("PrivTree rate", {"PrivTree": js.PrivTree()}, ("uniform", {"d": 3}),
               REPLICATES["rates"], n=RATE_N)
-fit = js.estimate_rate(rates, metric="w1_upper")
+fit = js.estimate_rate(rates, column="w1_upper")
 display(fit[["data", "slope", "ci_low", "ci_high", "theory", "bound_slope"]].round(4))
-js.plots.rate_plot(rates, metric="w1_upper", rates=fit)
+js.plots.rate_plot(rates, column="w1_upper", rates=fit)
 
 # %% [markdown]
 # ## Throughput

@@ -122,12 +122,12 @@ pd.concat([means[["w1_exact_lower", "w1_exact_upper"]].round(5),
 
 # %%
 fits = []
-for metric in ["w1_exact_upper", *columns]:
-    rows = table.dropna(subset=[metric])
+for column in ["w1_exact_upper", *columns]:
+    rows = table.dropna(subset=[column])
     if rows.n.nunique() >= 2:
-        fits.append(js.estimate_rate(rows, metric=metric, n_boot=400))
+        fits.append(js.estimate_rate(rows, column=column, n_boot=400))
 fits = pd.concat(fits)
-fits[["mechanism", "data", "metric", "slope", "ci_low", "ci_high", "cells",
+fits[["mechanism", "data", "column", "slope", "ci_low", "ci_high", "cells",
       "theory", "theory_exponent"]].round(3)
 
 # %% [markdown]

@@ -32,6 +32,19 @@ def test_exact_power_law_gives_exact_slope_and_degenerate_interval():
     assert r.ci_low[0] == pytest.approx(-0.37, abs=1e-12)
     assert r.ci_high[0] == pytest.approx(-0.37, abs=1e-12)
     assert (r.cells[0], r.seeds[0], r.eps_n_min[0], r.eps_n_max[0]) == (5, 40, 500.0, 8000.0)
+    assert list(r.column) == ["w1_exact_upper"] and "metric" not in r  # the fitted column
+
+
+def test_rates_name_the_fitted_column_and_group_by_the_ground_metric():
+    rng = np.random.default_rng(4)
+    df = pd.concat([_sweep(rng, sigma=0.01, extra={"metric": "linf"}),
+                    _sweep(rng, a=0.3, sigma=0.01, extra={"metric": "l2"})])
+    df["w1_upper"] = df.w1_exact_upper * 2
+    r = estimate_rate(df, column="w1_upper", by=["mechanism", "metric"], n_boot=50)
+    assert list(r.metric) == ["l2", "linf"] and list(r.column) == ["w1_upper"] * 2
+    assert r.slope.tolist() == pytest.approx([-0.3, -0.5], abs=0.01)
+    positional = estimate_rate(df, "w1_upper", ["mechanism", "metric"], n_boot=50)
+    pd.testing.assert_frame_equal(r, positional)
 
 
 def test_bootstrap_interval_covers_the_true_slope_at_nominal_rate():
@@ -99,7 +112,7 @@ def test_theory_columns_beside_the_fit():
 def test_rate_input_checks_and_single_cell_groups():
     df = _sweep(np.random.default_rng(1))
     with pytest.raises(ValueError, match="w1_sinkhorn"):
-        estimate_rate(df, metric="w1_sinkhorn")
+        estimate_rate(df, column="w1_sinkhorn")
     with pytest.raises(ValueError, match="level"):
         estimate_rate(df, level=1.5)
     with pytest.raises(ValueError, match="positive"):
@@ -138,7 +151,7 @@ def test_plots_write_png(tmp_path):
     assert points[0].get_marker() != points[1].get_marker()
     x0, x1 = (np.asarray(p.get_xdata(), float) for p in points)
     np.testing.assert_allclose(x1 / x0, DODGE)
-    tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, ground="l2"), metric="w1_tree")
+    tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, metric="l2"), column="w1_tree")
     assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
     assert "ultrametric tree W1 (not the ℓ2 W1) against ε n" == tree.axes[0].get_title()
     sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)

@@ -35,8 +35,8 @@ from jaxsynth.experiments.store import (
     validate_rows,
 )
 
-METRICS = ["w1_lower", "w1_upper"]
-SPEC = {"key": "0", "data_key": 0, "ground": "linf", "metrics": METRICS,
+W1_COLUMNS = ["w1_lower", "w1_upper"]
+SPEC = {"key": "0", "data_key": 0, "metric": "linf", "w1_columns": W1_COLUMNS,
         "groups": {"a | x": {"kind": "pmm", "config": "PMM()"}}, "data": {}}
 
 
@@ -73,7 +73,7 @@ def test_foreign_files_are_refused_and_left_byte_identical(tmp_path, content):
     path = tmp_path / "out.csv"
     path.write_bytes(content)
     before = _files(tmp_path)
-    for attempt in (lambda: check_out_path(path), lambda: ResultStore(path, SPEC, METRICS),
+    for attempt in (lambda: check_out_path(path), lambda: ResultStore(path, SPEC, W1_COLUMNS),
                     lambda: main(["simulate", "--mechanism", "pmm", "--data", str(path),
                                   "--eps", "1", "--seeds", "2", "--out", str(path)])):
         try:
@@ -90,15 +90,55 @@ def test_a_sidecar_that_is_not_ours_is_refused(tmp_path):
     path.write_bytes(b"x\n1\n")
     (tmp_path / "out.csv.jaxsynth.json").write_text('{"format": "something-else"}')
     before = _files(tmp_path)
-    with pytest.raises(ValueError, match="is not a jaxsynth-results/2 sidecar"):
-        ResultStore(path, SPEC, METRICS).open()
+    with pytest.raises(ValueError, match="is not a jaxsynth-results/3 sidecar"):
+        ResultStore(path, SPEC, W1_COLUMNS).open()
+    assert _files(tmp_path) == before
+
+
+def _as_earlier_format(path):
+    """Rewrite a store as jaxsynth-results/2 wrote it, validly sealed: the ground metric in
+    a ``ground`` column and spec key, the W1 columns under the spec key ``metrics``."""
+    import hashlib
+    import json
+
+    side = path.with_name(path.name + ".jaxsynth.json")
+    meta = json.loads(side.read_text())
+    table = pd.read_csv(path, dtype={"key": str}).rename(columns={"metric": "ground"})
+    data = table.to_csv(index=False).encode()
+    path.write_bytes(data)
+    old = {"metric": "ground", "w1_columns": "metrics"}
+    meta.update(format="jaxsynth-results/2", columns=list(table.columns), length=len(data),
+                sha256=hashlib.sha256(data).hexdigest(),
+                spec={old.get(k, k): v for k, v in meta["spec"].items()})
+    meta["seal"] = store_module._seal(meta)
+    side.write_text(json.dumps(meta))
+
+
+def test_a_store_of_an_earlier_format_is_refused_for_writing_but_still_fitted(tmp_path, capsys):
+    path = _store(tmp_path / "out.csv")
+    _as_earlier_format(path)
+    before = _files(tmp_path)
+    with pytest.raises(ValueError, match=r"written by an earlier jaxsynth format "
+                       r"\(jaxsynth-results/2, now jaxsynth-results/3\); start a new file"):
+        ResultStore(path, SPEC, W1_COLUMNS).open()  # never appended to or resumed
+    assert _files(tmp_path) == before
+    assert main(["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "300", "--eps",
+                 "1", "--seeds", "2", "--method", "bracket", "--quiet", "--out", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "earlier jaxsynth format" in err and "start a new file" in err
+    assert _files(tmp_path) == before
+    # its results can still be fitted: read with the column ``ground`` renamed ``metric``
+    table = readable(path, W1_COLUMNS)
+    assert "ground" not in table and table["metric"].tolist() == ["linf"] * 10
+    assert main(["rate", str(path), "--column", "w1_upper", "--n-boot", "20"]) == 0
+    assert "slope of log E w1_upper" in capsys.readouterr().out
     assert _files(tmp_path) == before
 
 
 @pytest.mark.parametrize("edit", ["change a byte", "append a line", "truncate", "replace"])
 def test_a_store_changed_by_another_program_is_refused_untouched(tmp_path, edit):
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
     data = path.read_bytes()
     path.write_bytes({"change a byte": data.replace(b"0.01", b"0.02", 1),
@@ -107,7 +147,7 @@ def test_a_store_changed_by_another_program_is_refused_untouched(tmp_path, edit)
                       "replace": _rows(seeds=[5]).to_csv(index=False).encode()}[edit])
     before = _files(tmp_path)
     with pytest.raises(ValueError, match="left untouched: choose another path"):
-        ResultStore(path, SPEC, METRICS).open()
+        ResultStore(path, SPEC, W1_COLUMNS).open()
     assert _files(tmp_path) == before
 
 
@@ -134,16 +174,16 @@ def test_invalid_rows_are_refused_naming_the_column(change, match):
         rows[column] = rows[column].astype(object)
         rows.loc[2, column] = value
     with pytest.raises(ValueError, match=match):
-        validate_rows(rows, METRICS, "rows")
+        validate_rows(rows, W1_COLUMNS, "rows")
 
 
 def test_repeated_replicates_and_missing_columns_are_refused(tmp_path):
     with pytest.raises(ValueError, match="4 repeated replicate"):
-        validate_rows(pd.concat([_rows(), _rows(seeds=[0, 1])]), METRICS, "rows")
+        validate_rows(pd.concat([_rows(), _rows(seeds=[0, 1])]), W1_COLUMNS, "rows")
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['w1_lower'\]"):
-        validate_rows(_rows().drop(columns="w1_lower"), METRICS, "rows")
+        validate_rows(_rows().drop(columns="w1_lower"), W1_COLUMNS, "rows")
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
         with pytest.raises(ValueError, match="repeated replicate"):
             st.append(_rows(seeds=[1]))  # already there: never a second row
@@ -168,7 +208,7 @@ def test_a_committed_file_with_invalid_rows_is_refused_never_repaired(tmp_path):
         (tmp_path / f"{name}.csv.jaxsynth.json").write_text(json.dumps(meta))
         before = _files(tmp_path)
         with pytest.raises(ValueError, match="seed value|repeated replicate"):
-            ResultStore(path, SPEC, METRICS).open()
+            ResultStore(path, SPEC, W1_COLUMNS).open()
         assert _files(tmp_path) == before
 
 
@@ -177,15 +217,15 @@ def test_a_committed_file_with_invalid_rows_is_refused_never_repaired(tmp_path):
 
 def test_a_second_writer_is_refused_at_once_and_the_lock_file_goes(tmp_path):
     path = tmp_path / "out.csv"
-    first = ResultStore(path, SPEC, METRICS)
+    first = ResultStore(path, SPEC, W1_COLUMNS)
     first.open()
     first.append(_rows(seeds=[0, 1]))
     assert (tmp_path / "out.csv.jaxsynth.lock").exists()
     with pytest.raises(ValueError, match="being written by another jaxsynth run"):
-        ResultStore(path, SPEC, METRICS).open()
+        ResultStore(path, SPEC, W1_COLUMNS).open()
     first.close()
     assert not (tmp_path / "out.csv.jaxsynth.lock").exists()
-    with ResultStore(path, SPEC, METRICS) as second:  # now free
+    with ResultStore(path, SPEC, W1_COLUMNS) as second:  # now free
         assert second.rows == 4
     assert sorted(os.listdir(tmp_path)) == ["out.csv", "out.csv.jaxsynth.json"]
 
@@ -195,51 +235,51 @@ def test_a_second_writer_is_refused_at_once_and_the_lock_file_goes(tmp_path):
 
 def test_changed_sweeps_extend_or_are_refused_with_the_reason(tmp_path):
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
     before = _files(tmp_path)
     for spec, match in [
         ({**SPEC, "key": "1"}, "different key"),
-        ({**SPEC, "metrics": ["w1_tree"]}, "different metrics"),
+        ({**SPEC, "w1_columns": ["w1_tree"]}, "different w1_columns"),
         ({**SPEC, "groups": {"a | x": {"kind": "pmm", "config": "PMM(depth=5)"}}}, "made with"),
     ]:
         with pytest.raises(ValueError, match=match):
-            ResultStore(path, spec, spec["metrics"]).open()
+            ResultStore(path, spec, spec["w1_columns"]).open()
         assert _files(tmp_path) == before
     # more eps values, seeds and mechanisms: the same table, extended
     more = {**SPEC, "groups": {**SPEC["groups"], "b | x": {"kind": "pmm", "config": "PMM(x)"}}}
-    with ResultStore(path, more, METRICS) as st:
+    with ResultStore(path, more, W1_COLUMNS) as st:
         st.append(_rows(seeds=[4, 5], eps=[1.0, 2.0, 4.0]))
         st.append(_rows(mechanism="b"))
         table = st.finish()
     assert len(table) == 8 + 6 + 8 == len(pd.read_csv(path))
     # a data set's fingerprint is recorded; another array under the same label is refused
     with ResultStore(tmp_path / "d.csv", {**SPEC, "data": {"x | n=300": "sha256:1"}},
-                     METRICS) as st:
+                     W1_COLUMNS) as st:
         st.append(_rows())
     with pytest.raises(ValueError, match="rows of two different sweeps would mix"):
         ResultStore(tmp_path / "d.csv", {**SPEC, "data": {"x | n=300": "sha256:2"}},
-                    METRICS).open()
+                    W1_COLUMNS).open()
 
 
 def test_a_stale_sidecar_whose_table_was_deleted_starts_afresh(tmp_path):
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
     path.unlink()
-    with ResultStore(path, {**SPEC, "key": "9"}, METRICS) as st:
+    with ResultStore(path, {**SPEC, "key": "9"}, W1_COLUMNS) as st:
         assert st.rows == 0
         st.append(_rows(seeds=[7]))
-    assert len(readable(path, METRICS)) == 2
+    assert len(readable(path, W1_COLUMNS)) == 2
 
 
 def test_readers_see_only_committed_rows(tmp_path):
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
     with open(path, "ab") as f:  # an append in progress: half a line
         f.write(b"a,pmm,x,300,1.0,17,0.0")
-    assert len(readable(path, METRICS)) == 8
+    assert len(readable(path, W1_COLUMNS)) == 8
 
 
 def test_sweeps_larger_than_max_rows_are_refused_before_any_work(tmp_path, monkeypatch):
@@ -247,7 +287,7 @@ def test_sweeps_larger_than_max_rows_are_refused_before_any_work(tmp_path, monke
 
     monkeypatch.setattr(store_module, "MAX_ROWS", 10)
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows())
         with pytest.raises(ValueError, match="holds 8 rows and the sweep would add 4"):
             st.check_room(4)
@@ -297,7 +337,7 @@ BATCHES = [_rows(seeds=[0, 1]), _rows(seeds=[2, 3]),
 
 def _sweep(path):
     """What ``simulate`` does: append the replicates not yet there, batch by batch; sort."""
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         done = set(map(tuple, st.table()[list(KEY_COLUMNS)].astype(str).values.tolist()))
         for batch in BATCHES:
             keys = batch[list(KEY_COLUMNS)].astype(str).values.tolist()
@@ -321,7 +361,7 @@ def test_a_crash_before_any_step_recovers_to_the_uninterrupted_table(tmp_path, m
             monkeypatch.setattr(store_module, "os", os)
             if path.exists():  # whatever was committed is valid, and nothing twice
                 try:
-                    validate_rows(readable(path, METRICS), METRICS, path.name)
+                    validate_rows(readable(path, W1_COLUMNS), W1_COLUMNS, path.name)
                 except ValueError as exc:
                     assert "holds no rows" in str(exc)
             table = _sweep(path)  # the rerun
@@ -334,7 +374,7 @@ def test_a_crash_before_any_step_recovers_to_the_uninterrupted_table(tmp_path, m
 # --------------------------------------------------------------------------- processes
 
 SWEEP = ["simulate", "--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300",
-         "--depth", "4", "--eps", "1,2", "--data-key", "3", "--metric", "bracket", "--quiet"]
+         "--depth", "4", "--eps", "1,2", "--data-key", "3", "--method", "bracket", "--quiet"]
 TIMING = ["seconds", "release_seconds"]
 KILLS = int(os.environ.get("JAXSYNTH_TEST_KILLS", "3"))
 """SIGKILLs per run of the kill test (more: ``JAXSYNTH_TEST_KILLS=20``)."""
@@ -420,9 +460,12 @@ def test_reruns_report_the_file_and_extend_or_refuse(tmp_path, capsys):
         capsys.readouterr().out)
     assert len(pd.read_csv(path)) == 18
     before = _files(tmp_path)
-    assert main([*args, "--metric", "tree"]) == 2
+    assert main([*args, "--method", "tree"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "different metrics" in err
+    assert err.count("\n") == 1 and "different w1_columns" in err
+    assert main([*args, "--metric", "l2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "different metric ('linf', now 'l2')" in err
     assert _files(tmp_path) == before
 
 
@@ -431,8 +474,8 @@ def test_reruns_report_the_file_and_extend_or_refuse(tmp_path, capsys):
 
 def _store(path):
     """A committed store of two appends (8 + 2 rows), rows with their provenance columns."""
-    provenance = {"key": "0", "data_key": 0, "ground": "linf"}
-    with ResultStore(path, SPEC, METRICS) as st:
+    provenance = {"key": "0", "data_key": 0, "metric": "linf"}
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows(extra=provenance))
         st.append(_rows(seeds=[4], extra=provenance))
     return path
@@ -466,7 +509,7 @@ def test_edited_sidecars_are_refused_untouched(tmp_path, edit, reseal):
     before = _files(tmp_path)
     spec = edit["spec"] if isinstance(edit.get("spec"), dict) else SPEC
     with pytest.raises(ValueError, match="left untouched"):
-        ResultStore(path, spec, METRICS).open()
+        ResultStore(path, spec, W1_COLUMNS).open()
     assert _files(tmp_path) == before
 
 
@@ -476,7 +519,7 @@ def test_labels_that_look_missing_resume(tmp_path, label):
 
     path = tmp_path / "out.csv"
     X = js.datasets.load("spiral", n=200, key=0)
-    run = dict(eps=[1.0], seeds=2, metrics=["tree"], out=path, progress=False)
+    run = dict(eps=[1.0], seeds=2, methods=["tree"], out=path, progress=False)
     first = js.simulate({label: js.PMM(depth=3)}, {label: X}, **run)
     again = js.simulate({label: js.PMM(depth=3)}, {label: X}, **run)  # resumes: nothing new
     assert again.attrs["new_rows"] == 0 and again["mechanism"].tolist() == [label] * 2
@@ -491,10 +534,10 @@ def test_files_with_the_stores_names_are_never_removed_or_overwritten(tmp_path):
     for name, data in mine.items():
         (tmp_path / name).write_bytes(data)
     with pytest.raises(ValueError, match="jaxsynth.lock' exists and was not written by jaxsynth"):
-        ResultStore(path, SPEC, METRICS).open()
+        ResultStore(path, SPEC, W1_COLUMNS).open()
     assert _files(tmp_path) == mine
     (tmp_path / "out.csv.jaxsynth.lock").unlink()
-    with ResultStore(path, SPEC, METRICS) as st:  # appends and a rewrite (new columns)
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:  # appends and a rewrite (new columns)
         st.append(_rows(seeds=[0]))
         st.append(_rows(seeds=[1], extra={"cap_hits": 0}))
         st.finish()
@@ -508,7 +551,7 @@ def test_files_with_the_stores_names_are_never_removed_or_overwritten(tmp_path):
 @pytest.mark.parametrize("then", ["append", "rewrite", "finish"])
 def test_rows_another_program_appends_during_a_sweep_are_refused(tmp_path, then):
     path = tmp_path / "out.csv"
-    with ResultStore(path, SPEC, METRICS) as st:
+    with ResultStore(path, SPEC, W1_COLUMNS) as st:
         st.append(_rows(seeds=[0, 1]))
         st.append(_rows(seeds=[2]))  # so that finish must reorder
         with open(path, "ab") as f:
@@ -519,7 +562,7 @@ def test_rows_another_program_appends_during_a_sweep_are_refused(tmp_path, then)
             st.finish() if then == "finish" else st.append(_rows(seeds=[3], extra=extra))
         assert _files(tmp_path) == before
     with pytest.raises(ValueError, match="did not commit"):
-        ResultStore(path, SPEC, METRICS).open()
+        ResultStore(path, SPEC, W1_COLUMNS).open()
 
 
 def _corruptions(rng, side: bytes, table: bytes):
@@ -561,14 +604,14 @@ def test_random_corruptions_are_refused_untouched_or_recovered(tmp_path):
         path.write_bytes(new_table)
         before = (side.read_bytes(), path.read_bytes())
         try:
-            with ResultStore(path, SPEC, METRICS) as st:
-                st.append(_rows(seeds=[9], extra={"key": "0", "data_key": 0, "ground": "linf"}))
+            with ResultStore(path, SPEC, W1_COLUMNS) as st:
+                st.append(_rows(seeds=[9], extra={"key": "0", "data_key": 0, "metric": "linf"}))
                 st.finish()
         except ValueError as exc:
             assert "\n" not in str(exc)
             assert (side.read_bytes(), path.read_bytes()) == before, (case, str(exc))
         else:  # recovered: every committed row valid, nothing twice
-            validate_rows(readable(path, METRICS), METRICS, path.name)
+            validate_rows(readable(path, W1_COLUMNS), W1_COLUMNS, path.name)
         assert not path.with_name(path.name + ".jaxsynth.lock").exists()
 
 

@@ -35,12 +35,12 @@ def X():
     return js.datasets.load("spiral", n=300, key=3)
 
 
-METRICS = ["tree", "bracket"]
+METHODS = ["tree", "bracket"]
 
 
 @pytest.fixture(scope="module")
 def table(X):
-    return simulate(MECHS, X, eps=EPS, seeds=4, metrics=METRICS, key=7, progress=False)
+    return simulate(MECHS, X, eps=EPS, seeds=4, methods=METHODS, key=7, progress=False)
 
 
 def _numbers(df):
@@ -76,7 +76,7 @@ def test_rows_equal_release_and_w1_per_replicate(X, table):
 
 def test_chunk_size_does_not_change_results(X, table):
     # 160 kB holds two replicates per chunk: chunks of two instead of one of eight
-    small = simulate(MECHS, X, eps=[1.0], seeds=4, metrics=METRICS, key=7, progress=False,
+    small = simulate(MECHS, X, eps=[1.0], seeds=4, methods=METHODS, key=7, progress=False,
                      memory_bytes=160_000)
     pd.testing.assert_frame_equal(_numbers(small),
                                   _numbers(table[table.eps == 1.0]).reset_index(drop=True),
@@ -88,7 +88,7 @@ def test_replicate_values_do_not_depend_on_the_rest_of_the_sweep(X, table):
     # the other replicates of its chunk or the eps list (the chunk size: the test below).
     # (Measured on the whole chunk at once, the lower end moved here by 4e-9 to 7e-9.)
     for eps, seeds in (([2.0], [1, 3]), ([1.0], [0, 1, 2]), ([1.0, 2.0], [2])):
-        part = simulate(MECHS, X, eps=eps, seeds=seeds, metrics=METRICS, key=7,
+        part = simulate(MECHS, X, eps=eps, seeds=seeds, methods=METHODS, key=7,
                         progress=False)
         mine = table.set_index(["mechanism", "eps", "seed"]).loc[
             list(zip(part.mechanism, part.eps, part.seed))].reset_index()
@@ -105,10 +105,10 @@ def test_replicates_at_the_ambient_depth_do_not_depend_on_the_eps_list_or_seed_s
     # one float32 ulp (3e-8) at seeds 0 and 3 (sweep.py plans each engine group apart).
     mechs = [js.PrunedPMM(), js.PrivTree()]
     assert [g.tolist() for g in js.PrunedPMM().eps_groups(300, [1.0, 8.0])] == [[0], [1]]
-    whole = simulate(mechs, X, eps=[1.0, 8.0], seeds=range(4), metrics=METRICS, key=7,
+    whole = simulate(mechs, X, eps=[1.0, 8.0], seeds=range(4), methods=METHODS, key=7,
                      progress=False)
     for eps, seeds in (([1.0], range(2, 4)), ([8.0], [3]), ([8.0, 1.0], [0])):
-        part = simulate(mechs, X, eps=eps, seeds=seeds, metrics=METRICS, key=7,
+        part = simulate(mechs, X, eps=eps, seeds=seeds, methods=METHODS, key=7,
                         progress=False)
         mine = whole.set_index(["mechanism", "eps", "seed"]).loc[
             list(zip(part.mechanism, part.eps, part.seed))].reset_index()
@@ -124,9 +124,9 @@ def test_replicates_at_the_ambient_depth_do_not_depend_on_the_eps_list_or_seed_s
 def test_resume_skips_done_units_and_ends_identical(X, table, tmp_path):
     out = tmp_path / "sweep.csv"
     first = simulate(MECHS[:1], X, eps=EPS, seeds=4, key=7, out=out, progress=False,
-                     metrics=METRICS)
+                     methods=METHODS)
     assert len(pd.read_csv(out)) == 8
-    full = simulate(MECHS, X, eps=EPS, seeds=4, key=7, out=out, progress=False, metrics=METRICS)
+    full = simulate(MECHS, X, eps=EPS, seeds=4, key=7, out=out, progress=False, methods=METHODS)
     on_disk = pd.read_csv(out, dtype={"key": str})
     pd.testing.assert_frame_equal(_numbers(full), _numbers(on_disk), check_dtype=False)
     pd.testing.assert_frame_equal(_numbers(full), _numbers(table), check_dtype=False)
@@ -146,7 +146,7 @@ def test_resume_refuses_rows_of_another_configuration(X, tmp_path):
 
 def test_named_data_sets(table):
     df = simulate({"pmm4": MECHS[0]}, [("spiral", {"noise": 0.0}), "uniform"], eps=EPS,
-                  seeds=4, n=300, key=7, progress=False, data_key=3, metrics=METRICS)
+                  seeds=4, n=300, key=7, progress=False, data_key=3, methods=METHODS)
     assert list(dict.fromkeys(df.data)) == ["spiral(noise=0.0)", "uniform"]
     assert (df.mechanism == "pmm4").all() and (df.kind == "pmm").all() and (df.n == 300).all()
     assert dict(zip(df.data, df.intrinsic_dim)) == {"spiral(noise=0.0)": 1, "uniform": 2}
@@ -180,8 +180,13 @@ def test_data_and_sizes_expand_in_order(X):
         (dict(eps=[0.0]), "eps"),
         (dict(seeds=0), "seeds"),
         (dict(seeds=[1, 1]), "seeds has duplicate"),
-        (dict(metrics=["wasserstein"]), "unknown W1 method"),
-        (dict(ground="l1"), "ground"),
+        (dict(methods=["wasserstein"]), "unknown W1 method"),
+        (dict(methods=["linf"]), "'linf' is a ground metric: metric="),
+        (dict(metric="l1"), "metric must be one of"),
+        (dict(metric="exact"), "W1 methods are chosen with methods="),
+        (dict(metric=["exact", "bracket"]), "W1 methods are chosen with methods="),
+        (dict(metrics=["tree"]), "metrics= is now methods="),
+        (dict(ground="l2"), "ground= is now metric="),
         (dict(n=[100]), "does not match"),
         (dict(out="table.json"), "out must end in .csv"),
         (dict(devices=99), "devices"),
@@ -221,7 +226,7 @@ _DEVICES_SCRIPT = textwrap.dedent(
     X = js.datasets.load("spiral", n=300, key=3)
     mech = js.PrunedPMM(depth=4)
     two = simulate(mech, X, eps=[1.0, 2.0], seeds=4, key=7, progress=False,
-                   metrics=["tree", "bracket"])
+                   methods=["tree", "bracket"])
     plan = mech.plan(js.prepare(X, 4), [1.0, 2.0])
     seen = []
     def spy(out):
@@ -254,9 +259,9 @@ def test_two_devices_shard_seeds_and_match_one_device(table):
 
 @pytest.mark.slow
 def test_sinkhorn_subsample_keys_follow_the_seed_not_the_chunk(X, table):
-    metric = [("sinkhorn", {"subsample": 100, "key": 5})]
-    whole = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, metrics=metric, progress=False)
-    split = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, metrics=metric, progress=False,
+    methods = [("sinkhorn", {"subsample": 100, "key": 5})]
+    whole = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, methods=methods, progress=False)
+    split = simulate(MECHS[:1], X, eps=[1.0], seeds=2, key=7, methods=methods, progress=False,
                      memory_bytes=40_000)
     np.testing.assert_array_equal(whole.w1_sinkhorn, split.w1_sinkhorn)
     for s in range(2):  # replicate s: release key fold_in(7, s), subsample key fold_in(5, s)

@@ -236,6 +236,6 @@ def test_upper_ends_never_exceed_the_diameter(metric, diameter):
     lower, upper = js.w1(X, out, method="bracket", metric=metric)
     assert upper.max() <= diameter and np.all(lower <= upper)
     assert js.w1(X, out, method="tree_upper", metric=metric).max() <= diameter
-    df = js.simulate(js.PMM(depth=2), X, eps=[0.1], seeds=64, metrics=["bracket", "tree_upper"],
-                     ground=metric, progress=False)
+    df = js.simulate(js.PMM(depth=2), X, eps=[0.1], seeds=64, methods=["bracket", "tree_upper"],
+                     metric=metric, progress=False)
     assert df.w1_upper.max() <= diameter and df.w1_tree_upper.max() <= diameter

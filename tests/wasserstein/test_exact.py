@@ -135,3 +135,10 @@ def test_refusals(bad, match):
     out = js.release(0, js.PMM(), X, 1.0)
     with pytest.raises(ValueError, match=match):
         js.w1(X, out, method="exact", **bad)
+
+
+def test_exact_is_what_w1_measures_by_default():
+    X = js.datasets.load("spiral", n=600, key=4)
+    out = js.release_batch(1, js.PrivTree(), X, eps=[1.0], seeds=2)
+    for a, b in zip(js.w1(X, out), js.w1(X, out, method="exact", metric="linf")):
+        np.testing.assert_array_equal(a, b)

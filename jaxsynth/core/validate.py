@@ -107,6 +107,11 @@ def check_choice(value, name: str, choices) -> str:
     return value
 
 
+def is_pair(item) -> bool:
+    """Whether ``item`` is a ``(name, options dict)`` pair (as in ``data=``, ``methods=``)."""
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict)
+
+
 def refuse_renamed(function: str, given: dict, renamed: dict) -> None:
     """Refuse the keyword arguments a function caught with ``**given``.
 

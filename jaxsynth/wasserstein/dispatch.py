@@ -22,7 +22,8 @@ cut to their depth; a shallower one (PrivTree with the shift sorts per seed) is 
 again from its points.
 
 ``js.w1`` is this module's ``w1``; the package ``jaxsynth.wasserstein`` holds one module
-per method (``tree``, ``bounds``, ``exact1d``, ``sinkhorn``), none named like a function.
+per method (``tree``, ``bounds``, ``exact1d``, ``sinkhorn``), none named like a function,
+and ``evaluator``, the batched W1 of ``simulate``'s chunks.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests of the sweep (jaxsynth/experiments/sweep.py).
+"""Tests of the sweep (jaxsynth/experiments/sweep.py, grid.py, rows.py and the evaluator,
+jaxsynth/wasserstein/evaluator.py).
 
 Truth: every row equals ``js.release(fold_in(key, seed), M, X, eps)`` measured with
 ``js.w1``; chunking, resuming and device count must not change a number.  Shapes are
@@ -19,7 +20,8 @@ import pandas as pd
 import pytest
 
 import jaxsynth as js
-from jaxsynth.experiments.sweep import _data_sets, simulate
+from jaxsynth.experiments.grid import data_sets
+from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein.exact import canonical_atoms
 from jaxsynth.mechanisms.registry import depth_sweep, mechanism
 from jaxsynth.wasserstein import w1
@@ -160,13 +162,13 @@ def test_named_data_sets(table):
 
 def test_data_and_sizes_expand_in_order(X):
     with pytest.raises(ValueError, match="does not match"):
-        _data_sets(X, [200, 300], 0)
-    sets = _data_sets({"a": "spiral", "b": ("subspace", {"d": 3, "k": 2})}, [200, 500], 4)
+        data_sets(X, [200, 300], 0)
+    sets = data_sets({"a": "spiral", "b": ("subspace", {"d": 3, "k": 2})}, [200, 500], 4)
     assert [(ds.label, ds.n, ds.data_key) for ds in sets] == [
         ("a", 200, 4), ("a", 500, 4), ("b", 200, 4), ("b", 500, 4)]
     X3, _, s = sets[3].load()
     assert X3.shape == (500, 3) and s == 2
-    sets = _data_sets([("subspace", {"d": 3, "k": 2}), X], None, 0)
+    sets = data_sets([("subspace", {"d": 3, "k": 2}), X], None, 0)
     assert [(ds.label, ds.n) for ds in sets] == [("subspace(d=3,k=2)", 10_000), ("array", 300)]
 
 

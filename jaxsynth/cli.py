@@ -144,7 +144,7 @@ def _parser() -> _Parser:
                         "choice, an accelerator when one is installed; also JAX_PLATFORMS)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    demo = sub.add_parser("demo", help="run the built-in example sweep (about a minute on "
+    demo = sub.add_parser("demo", help="run the built-in example sweep (one to two minutes on "
                           "a 2-core CPU): the linf W1 of the whole data set, certified to 1%%, "
                           "and its rate against eps n")
     demo.add_argument("--out-dir", default=".", metavar="DIR",

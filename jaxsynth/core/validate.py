@@ -122,8 +122,8 @@ def refuse_renamed(function: str, given: dict, renamed: dict) -> None:
     for name in given:
         if name in renamed:
             raise ValueError(renamed[name])
-    for name in given:
-        raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    if given:
+        raise TypeError(f"{function}() got an unexpected keyword argument {next(iter(given))!r}")
 
 
 def check_bool(value, name: str) -> bool:

@@ -61,11 +61,10 @@ def _check_dense_fits(R: int, d: int, replicate_bytes: float) -> None:
     hint = "use a smaller depth, or PrunedPMM(engine='sparse'), whose cost follows the active nodes"
     what = f"the dense engine's complete tree of depth {R} (2^{R + 1} − 1 nodes, d = {d})"
     device = jax.devices()[0]
-    if device.platform == "cpu":
-        check_fits(replicate_bytes, "depth", f"one replicate of {what}", hint=hint)
-    else:
-        check_fits(replicate_bytes, "depth", f"one replicate of {what}",
-                   engine.result_memory(device), hint, f"the memory of {device.platform} device")
+    accelerator = device.platform != "cpu"  # on a CPU: validate.memory_limit()
+    check_fits(replicate_bytes, "depth", f"one replicate of {what}",
+               engine.result_memory(device) if accelerator else None, hint,
+               f"the memory of {device.platform} device" if accelerator else None)
     check_fits(12.0 * 2 ** (R + 1), "depth", f"the data counts of {what}", hint=hint)
 
 

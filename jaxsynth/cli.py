@@ -1,4 +1,4 @@
-"""The ``jaxsynth`` command line: ``demo``, ``simulate``, ``rate``, ``audit``.
+"""The ``jaxsynth`` command line: ``demo``, ``simulate``, ``launch``, ``rate``, ``audit``.
 
 Wrong arguments print one line ``jaxsynth: error: ...`` on stderr and exit with status 2
 (argument errors and ``ValueError`` from the library alike), before any work; no
@@ -120,6 +120,16 @@ def _integer(minimum: int):
 _count, _index = _integer(1), _integer(0)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds; got {text!r}")
+    return value
+
+
 def _megabytes(text: str) -> float:
     try:
         value = float(text)
@@ -191,6 +201,30 @@ def _parser() -> _Parser:
     arg("--warmup", action="store_true",
         help="compile before timing, so that 'seconds' exclude compilation")
     arg("--quiet", action="store_true", help="no progress bar")
+    group = sim.add_argument_group(
+        "several processes (one sweep, one --out file written by process 0; see also "
+        "'jaxsynth launch')")
+    group.add_argument("--coordinator", metavar="HOST:PORT",
+                       help="join a jax.distributed cluster whose process 0 listens here")
+    group.add_argument("--num-processes", type=_count, metavar="N", help="processes in the cluster")
+    group.add_argument("--process-id", type=_index, metavar="I", help="this process, 0..N-1")
+    group.add_argument("--distributed", action="store_true",
+                       help="join the cluster JAX detects (SLURM, Open MPI, ...) instead")
+    group.add_argument("--cluster-timeout", type=_seconds, default=None, metavar="S",
+                       help="seconds for the processes to find each other (default 60)")
+    group.add_argument("--local-device-ids", type=_ints, metavar="LIST",
+                       help="this process's accelerators, e.g. 0 (default: all local ones)")
+
+    launch = sub.add_parser("launch", help="run 'simulate ...' as N local processes of one "
+                            "cluster (several GPUs or many cores)")
+    launch.add_argument("--local", type=_count, required=True, metavar="N",
+                        help="number of processes")
+    launch.add_argument("--port", type=_count, metavar="PORT",
+                        help="coordinator port on 127.0.0.1 (default: a free one)")
+    launch.add_argument("--one-device-per-process", action="store_true",
+                        help="process I uses local accelerator I only (N GPUs, N processes)")
+    launch.add_argument("simulate_command", nargs=argparse.REMAINDER, metavar="simulate ...",
+                        help="the simulate command, as it would be run alone")
 
     rate = sub.add_parser("rate", help="fit log E W1 against log(eps n) from sweep files")
     arg = rate.add_argument
@@ -302,9 +336,19 @@ def _simulate(args) -> None:
                   progress=not args.quiet, metric=args.metric, data_key=args.data_key,
                   warmup=args.warmup)
     columns = [c for c in df.columns if c.startswith("w1_")]
+    if "file_rows" not in df.attrs:  # a process of a cluster other than 0
+        import jax
+
+        print(f"process {jax.process_index()} of {jax.process_count()}: computed "
+              f"{df.attrs['computed']} rows, sent to process 0, which writes {args.out}")
+        return
     new, held = df.attrs["new_rows"], df.attrs["file_rows"]
     print(f"wrote {args.out}: this sweep's {len(df)} rows ({new} computed now, "
           f"{len(df) - new} already there); the file holds {held} rows")
+    if args.coordinator or args.distributed:
+        import jax
+
+        print(f"process 0 of {jax.process_count()} computed {df.attrs['computed']} of them")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         print(_means(df, columns).to_string(index=False))
 
@@ -329,12 +373,48 @@ def _audit(args) -> None:
     run(args)
 
 
+def _launch(args, argv) -> int:
+    from jaxsynth.launcher import launch_local
+
+    global_flags = argv[: argv.index("launch")]  # --platform, --no-cache: for every process
+    return launch_local(args.local, args.simulate_command, global_flags, args.one_device_per_process,
+                        args.port)
+
+
+def _join_cluster(args) -> None:
+    """``simulate --coordinator ... | --distributed``: join the cluster before JAX starts."""
+    from jaxsynth.experiments.cluster import DEFAULT_TIMEOUT_S, join
+
+    local = {"coordinator": args.coordinator, "num_processes": args.num_processes,
+             "process_id": args.process_id}
+    flags = {"coordinator": "--coordinator", "num_processes": "--num-processes",
+             "process_id": "--process-id"}
+    given = [flags[k] for k, v in local.items() if v is not None]
+    if args.distributed and given:
+        raise _UsageError(f"--distributed detects the cluster; leave out {', '.join(given)}")
+    if given and len(given) < 3:
+        missing = [f for k, f in flags.items() if local[k] is None]
+        raise _UsageError(f"{', '.join(given)} also need {', '.join(missing)}")
+    if not (given or args.distributed):
+        if args.cluster_timeout is not None or args.local_device_ids is not None:
+            raise _UsageError("--cluster-timeout and --local-device-ids go with --coordinator "
+                              "or --distributed")
+        return
+    join(**({} if args.distributed else local), auto=args.distributed,
+         timeout=args.cluster_timeout or DEFAULT_TIMEOUT_S, local_device_ids=args.local_device_ids)
+
+
 def _use_platform(name: str) -> None:
-    """Compute on the JAX platform ``name`` (before any computation starts a backend)."""
+    """Compute on the JAX platform ``name`` (set before a cluster is joined, checked after)."""
+    import jax
+
+    jax.config.update("jax_platforms", name)
+
+
+def _check_platform(name: str) -> None:
     import jax
 
     try:
-        jax.config.update("jax_platforms", name)
         jax.devices()
     except RuntimeError as exc:
         raise ValueError(f"--platform {name!r} is not available here ({exc})") from None
@@ -343,9 +423,16 @@ def _use_platform(name: str) -> None:
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, or 2 for wrong arguments)."""
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
         args = _parser().parse_args(argv)
+        if args.command == "launch":
+            return _launch(args, argv)
         if args.platform is not None:
             _use_platform(args.platform)
+        if args.command == "simulate":
+            _join_cluster(args)
+        if args.platform is not None:
+            _check_platform(args.platform)
         if not args.no_cache:
             from jaxsynth.compilation import enable_compilation_cache
 

@@ -37,6 +37,7 @@ import logging  # noqa: E402
 import re  # noqa: E402
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 FULL_TESTS = os.environ.get("JAXSYNTH_FULL_TESTS", "") not in ("", "0")
 """Run slow-marked tests at full size (see the module docstring)."""
@@ -91,3 +92,14 @@ def count_compiles():
     finally:
         jax.config.update("jax_log_compiles", previous)
         logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="session")
+def cli_env(tmp_path_factory) -> dict:
+    """Environment of ``jaxsynth`` subprocesses: on the CPU, sharing one compilation cache
+    (so a kernel compiled by one subprocess is loaded by the next)."""
+    cache = tmp_path_factory.getbasetemp() / "jax-compilation-cache"
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu",
+               JAXSYNTH_CACHE_DIR=str(cache))
+    env.pop("JAXSYNTH_NO_CACHE", None)
+    return env

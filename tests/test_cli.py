@@ -7,7 +7,6 @@ Subprocesses share a persistent XLA compilation cache to keep the runtime down.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -26,14 +25,6 @@ SWEEP = ["--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300", "--d
          "--eps", "1,2", "--data-key", "3"]
 MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]
 TIMING = ["seconds", "release_seconds"]
-
-
-def _env(tmp_path_factory):
-    cache = tmp_path_factory.getbasetemp() / "jax-compilation-cache"
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu",
-               JAXSYNTH_CACHE_DIR=str(cache))
-    env.pop("JAXSYNTH_NO_CACHE", None)  # the subprocesses share their own cache
-    return env
 
 
 def _cli(args, env, **kw):
@@ -111,17 +102,17 @@ def test_bad_arguments_one_line_exit_2(args, match, capsys, tmp_path, monkeypatc
     assert not (tmp_path / "x.csv").exists()
 
 
-def test_module_entry_point_errors_without_traceback(tmp_path_factory):
+def test_module_entry_point_errors_without_traceback(cli_env):
     proc = _cli(["simulate", "--mechanism", "pmm", "--data", "nowhere.npy", "--eps", "1",
-                 "--seeds", "2", "--out", "x.csv"], _env(tmp_path_factory))
+                 "--seeds", "2", "--out", "x.csv"], cli_env)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2
     assert err.startswith("jaxsynth: error: data file nowhere.npy not found")
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, tmp_path_factory):
-    env = _env(tmp_path_factory)
+def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
+    env = cli_env
     csv = tmp_path / "sweep.csv"
     # 0.08 MiB holds one replicate per chunk: PMM writes 8 chunks, then Pruned-PMM compiles
     args = ["simulate", *SWEEP[:-4], "--eps", "1", "--data-key", "3", "--seeds", "8",
@@ -168,10 +159,10 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert "nothing to compute: every row was there" in capsys.readouterr().out
 
 
-def test_output_piped_into_a_reader_that_stops_early(tmp_path, tmp_path_factory):
+def test_output_piped_into_a_reader_that_stops_early(tmp_path, cli_env):
     """``jaxsynth simulate … | head``: no "Broken pipe" and status 0 (the file is written).
     The reader here (``true``) exits at once, so every write meets a closed pipe."""
-    env = _env(tmp_path_factory)
+    env = cli_env
     command = (f"{sys.executable} -m jaxsynth simulate {' '.join(SWEEP)} --seeds 2 --method tree "
                f"--out {tmp_path / 'piped.csv'} --quiet | true; "
                "echo status ${PIPESTATUS[0]}")
@@ -213,8 +204,8 @@ def test_simulate_keys_beyond_2_32_are_not_their_low_bits(tmp_path):
                                                                     rel=1e-6)
 
 
-def test_platform_option_chooses_the_device(tmp_path, tmp_path_factory):
-    env = _env(tmp_path_factory)
+def test_platform_option_chooses_the_device(tmp_path, cli_env):
+    env = cli_env
     env.pop("JAX_PLATFORMS", None)
     bad = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "nodevice", "rate",
                           "x.csv"], env=env, capture_output=True, text=True, timeout=120,

@@ -60,10 +60,10 @@ from jaxsynth.api import seed_count, seed_indices
 from jaxsynth.core.keys import replicate_keys
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_bool, check_epsilon, check_positive_int, refuse_renamed
-from jaxsynth.experiments import grid
+from jaxsynth.experiments import cluster, grid
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
-from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path
+from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
 from jaxsynth.wasserstein.dispatch import METHODS
 from jaxsynth.wasserstein.evaluator import Evaluator, check_methods, check_metric
 
@@ -170,8 +170,15 @@ def simulate(
         ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part); always
         before any replicate is released.
     """
-    from tqdm.auto import tqdm
+    team = cluster.Team.current()
+    with team.guard() if team is not None else contextlib.nullcontext():
+        return _sweep(team, mechanisms, data, eps, seeds, methods, key, n, out, memory_bytes,
+                      progress, metric, data_key, devices, warmup, renamed)
 
+
+def _sweep(team, mechanisms, data, eps, seeds, methods, key, n, out, memory_bytes, progress,
+           metric, data_key, devices, warmup, renamed) -> pd.DataFrame:
+    """``simulate``: its checks, then the run."""
     refuse_renamed("simulate", renamed, RENAMED)
     mechs = grid.mechanisms(mechanisms)
     eps = check_epsilon(eps).ravel()
@@ -198,36 +205,67 @@ def simulate(
             f"most {result_store.MAX_ROWS} rows: run it in parts over disjoint seeds "
             "(seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
     seed_list = seed_indices(seeds).tolist()
-    w1_columns = [c for _, _, cols in methods for c in cols]
     spec = {
-        "key": key_label, "data_key": data_key, "metric": metric, "w1_columns": w1_columns,
+        "key": key_label, "data_key": data_key, "metric": metric,
+        "w1_columns": [c for _, _, cols in methods for c in cols],
         "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                    for label, m in mechs for ds in sets},
         "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
                  if (fp := grid.fingerprint(ds)) is not None},
     }
-    store = ResultStore(out, spec, w1_columns) if out is not None else None
+    return _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label,
+                data_key, spec, out, memory_bytes, devs, progress, warmup)
+
+
+def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label, data_key,
+         spec, out, memory_bytes, devs, progress, warmup) -> pd.DataFrame:
+    """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``."""
+    from tqdm.auto import tqdm
+
+    writes = team is None or team.writes
+    if team is not None:
+        team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
+                    "data sets": [[ds.label, ds.n] for ds in sets],
+                    "methods": repr([(m, o) for m, o, _ in methods])})
+    w1_columns = spec["w1_columns"]
+    store = ResultStore(out, spec, w1_columns) if out is not None and writes else None
     frames = []
-    new_rows = 0
+    new_rows = computed = 0
     with store or contextlib.nullcontext():
         done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
         finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
-        work = []  # (data set, [(label, mech, seeds to do)]) with something to do
-        for ds in sets:
-            todo = []
-            for label, mech in mechs:
-                left = [s for s in seed_list
-                        if any((label, ds.label, ds.n, float(e), s) not in finished for e in eps)]
-                if left:
-                    todo.append((label, mech, left))
-            if todo:
-                work.append((ds, todo))
-        remaining = sum(len(eps) * len(left) for _, todo in work for _, _, left in todo)
-        if store is not None:
-            store.check_room(remaining)
+        if writes:  # (data set, [(mechanism, seeds to do)]) by index, with something to do
+            work = [(i, todo) for i, ds in enumerate(sets) if (todo := [
+                (j, left) for j, (label, _) in enumerate(mechs)
+                if (left := [s for s in seed_list if any(
+                    (label, ds.label, ds.n, float(e), s) not in finished for e in eps)])])]
+            remaining = sum(len(eps) * len(left) for _, todo in work for _, left in todo)
+            if store is not None:
+                store.check_room(remaining)
+        if team is not None:  # process 0's list; each process keeps its share of every group
+            work = [(i, todo) for i, group in team.work(work if writes else None)
+                    if (todo := [(j, part) for j, left in group
+                                 if (part := cluster.share(left, team.index, team.count))])]
+        work = [(sets[i], [(*mechs[j], left) for j, left in todo]) for i, todo in work]
         prepared = _preflight(work, mechs, eps, methods, metric, memory_bytes, devs)
-        bar = tqdm(total=total, unit="rep", disable=not progress, delay=2.0, desc="simulate")
-        bar.update(total - remaining)
+        if team is not None:
+            team.ready()  # every process's share checked before any row is written
+        bar = tqdm(total=total, unit="rep", disable=not (progress and writes), delay=2.0,
+                   desc="simulate")
+        bar.update(total - remaining if writes else 0)
+
+        def keep(rows):
+            """Process 0 (or the only process): new rows into the store or the table."""
+            nonlocal new_rows
+            bar.update(len(rows))
+            rows = rows[[(label, data, n, e, s) not in finished for label, data, n, e, s in
+                         zip(*(rows[c] for c in KEY_COLUMNS))]]
+            if store is not None:
+                store.append(rows)
+            else:
+                frames.append(rows)
+            new_rows += len(rows)
+
         for i, (ds, todo) in enumerate(work):
             loaded, evaluator, sized = prepared[i] if i in prepared else _prepare(
                 ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
@@ -254,29 +292,36 @@ def simulate(
                     rows = rows[0] if len(rows) == 1 else pd.concat(rows, ignore_index=True)
                     for column, value in provenance.items():
                         rows[column] = value
-                    fresh = [(label, ds.label, ds.n, e, s) not in finished
-                             for e, s in zip(rows["eps"], rows["seed"])]
-                    rows = rows[fresh]
-                    if store is not None:
-                        store.append(rows)
+                    computed += len(rows)
+                    if writes:
+                        keep(rows)
+                        for sent in team.receive() if team is not None else ():
+                            keep(sent)
                     else:
+                        team.send(rows)
                         frames.append(rows)
-                    new_rows += len(rows)
-                    bar.update(len(eps) * len(seeds_now))
             prepared.pop(i, None)
+        if team is not None and writes:
+            for sent in team.remaining():
+                keep(sent)
+        elif team is not None:
+            team.done()
         bar.close()
         if store is not None:
             table = store.finish()
         elif frames:
             table = pd.concat(frames, ignore_index=True)
+            if team is not None:  # one set of column types, rows from other processes included
+                table = read_table("the sweep's rows", table.to_csv(index=False).encode())
         else:
             table = pd.DataFrame(columns=list(KEY_COLUMNS))
     requested = pd.MultiIndex.from_tuples(
         [(label, ds.label, ds.n, float(e), s) for label, _ in mechs for ds in sets
          for e in eps for s in seed_list], names=list(KEY_COLUMNS))
-    keep = table.set_index(list(KEY_COLUMNS)).index.isin(requested)
-    result = table[keep].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
-    result.attrs["new_rows"] = new_rows
+    keep_rows = table.set_index(list(KEY_COLUMNS)).index.isin(requested)
+    result = table[keep_rows].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    result.attrs["new_rows"] = new_rows if writes else computed
+    result.attrs["computed"] = computed
     if store is not None:
         result.attrs["file_rows"] = len(table)
     return result

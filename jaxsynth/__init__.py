@@ -30,6 +30,7 @@ _LAZY = {
     "audit": ("jaxsynth.audit", None),
     "audit_mechanism": ("jaxsynth.audit.auditor", "audit_mechanism"),
     "estimate_rate": ("jaxsynth.experiments.rates", "estimate_rate"),
+    "join_cluster": ("jaxsynth.experiments.cluster", "join"),
     "plots": ("jaxsynth.experiments.plots", None),
     "simulate": ("jaxsynth.experiments.sweep", "simulate"),
 }
@@ -63,6 +64,7 @@ __all__ = [
     "datasets",
     "enable_compilation_cache",
     "estimate_rate",
+    "join_cluster",
     "oracle",
     "plots",
     "prepare",

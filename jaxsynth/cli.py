@@ -120,24 +120,22 @@ def _integer(minimum: int):
 _count, _index = _integer(1), _integer(0)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds; got {text!r}")
-    return value
+def _positive(unit: str):
+    """An argparse type: a positive, finite number of ``unit``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (value > 0 and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}; got {text!r}")
+        return value
+
+    return parse
 
 
-def _megabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of MiB; got {text!r}")
-    return value
+_seconds, _megabytes = _positive("seconds"), _positive("MiB")
 
 
 def _parser() -> _Parser:

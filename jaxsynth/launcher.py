@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["CLUSTER_FLAGS", "launch_local"]
+__all__ = ["CLUSTER_FLAGS", "free_port", "launch_local"]
 
 CLUSTER_FLAGS = ("--coordinator", "--num-processes", "--process-id", "--distributed",
                  "--local-device-ids")
@@ -29,7 +29,8 @@ STOP_GRACE_S = 10
 """Seconds the other processes have to end after SIGTERM before they are killed."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -60,7 +61,7 @@ def launch_local(processes: int, command: list[str], global_flags: list[str] = (
              if any(a == flag or a.startswith(flag + "=") for a in command)]
     if taken:
         raise ValueError(f"launch sets {', '.join(taken)} itself; leave them out")
-    address = f"127.0.0.1:{port or _free_port()}"
+    address = f"127.0.0.1:{port or free_port()}"
     procs = []
     try:
         for index in range(processes):

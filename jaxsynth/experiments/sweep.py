@@ -37,14 +37,11 @@ How the work is organised:
   (``jaxsynth.experiments.store``): appended as each chunk finishes, atomically and
   under a lock; a rerun skips the replicates already there, and the file ends sorted.
 
-**Multi-host.**  Replicate keys depend only on ``(key, seed)``, so hosts need not talk to
-each other: on each host call ``jax.distributed.initialize()`` (which makes
-``jax.process_index()`` / ``jax.process_count()`` meaningful), then give each process a
-disjoint set of seeds and its own file, e.g.
-``simulate(..., seeds=range(jax.process_index(), S, jax.process_count()),
-out=f"part-{jax.process_index()}.csv")``; each process shards its seeds over its own
-local devices.  ``pd.concat`` of the parts (or ``jaxsynth rate part-*.csv``) is the table
-of the whole sweep.
+**Several processes.**  In a ``jax.distributed`` cluster (``js.join_cluster``, or
+``jax.distributed.initialize``), every process calls ``simulate`` with the same
+arguments; the work is split between them and process 0 writes the one store
+(``jaxsynth.experiments.cluster``).  Process 0 returns the sweep's table, the others
+the rows they computed.
 """
 
 from __future__ import annotations
@@ -160,15 +157,19 @@ def simulate(
       (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
       ...), and provenance: ``config``, ``key``, ``data_key``, ``metric`` (the ground
       metric).  Its
-      ``attrs`` hold ``new_rows`` (replicates computed by this call) and, with ``out``,
+      ``attrs`` hold ``new_rows`` (replicates computed by this call), ``computed`` (those
+      this process computed: all of them, or its share in a cluster) and, with ``out``,
       ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
+      In a cluster, processes other than 0 return the rows they computed (``new_rows``
+      counts them) and no ``file_rows``.
 
     Raises:
       ValueError: bad arguments (the former names ``metrics=`` and ``ground=`` are
         refused, naming ``methods=`` and ``metric=``), a foreign, changed or
         earlier-format ``out`` file, another writer on it, or a sweep of more than
         ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part); always
-        before any replicate is released.
+        before any replicate is released.  In a cluster also a sweep that differs from
+        process 0's, and any other process's failure (``cluster.PeerFailure``, naming it).
     """
     team = cluster.Team.current()
     with team.guard() if team is not None else contextlib.nullcontext():

@@ -10,7 +10,6 @@ reason, within the stated timeout.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from jaxsynth.cli import main
 from jaxsynth.experiments import cluster
 from jaxsynth.experiments.store import KEY_COLUMNS, read_table
+from jaxsynth.launcher import free_port
 
 TIMING = ["seconds", "release_seconds"]
 SWEEP = ["--mechanism", "pmm,privtree", "--data", "spiral", "--n", "400", "--eps", "1,2",
@@ -33,12 +33,6 @@ SWEEP = ["--mechanism", "pmm,privtree", "--data", "spiral", "--n", "400", "--eps
 def _table(path) -> pd.DataFrame:
     table = read_table(path).drop(columns=TIMING)
     return table.sort_values(list(KEY_COLUMNS)).reset_index(drop=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _jaxsynth(args, env, **kw):
@@ -183,7 +177,7 @@ def test_a_killed_process_and_a_rerun_end_with_the_uninterrupted_table(tmp_path,
 
 @pytest.mark.slow
 def test_processes_running_different_sweeps_are_refused_with_the_reason(tmp_path, cli_env):
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     out = tmp_path / "x.csv"
 
     def process(index, eps):
@@ -203,7 +197,7 @@ def test_processes_running_different_sweeps_are_refused_with_the_reason(tmp_path
 
 @pytest.mark.slow
 def test_a_coordinator_that_never_answers_is_an_error_within_the_timeout(tmp_path, cli_env):
-    address = f"127.0.0.1:{_free_port()}"  # nobody listens there
+    address = f"127.0.0.1:{free_port()}"  # nobody listens there
     start = time.monotonic()
     proc = _jaxsynth(["simulate", *SWEEP, "--out", str(tmp_path / "x.csv"), "--coordinator", address,
                       "--num-processes", "2", "--process-id", "1", "--cluster-timeout", "3"],
@@ -217,7 +211,7 @@ def test_a_coordinator_that_never_answers_is_an_error_within_the_timeout(tmp_pat
 
 @pytest.mark.slow
 def test_a_cluster_that_never_forms_ends_with_an_error_within_the_timeout(tmp_path, cli_env):
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
     proc = _jaxsynth(["simulate", *SWEEP, "--out", str(tmp_path / "x.csv"), "--coordinator", address,
                       "--num-processes", "2", "--process-id", "0", "--cluster-timeout", "3"],

@@ -53,7 +53,7 @@ from jaxsynth.core.validate import (
     check_positive_int,
 )
 from jaxsynth.mechanisms import adaptive, pmm_kernels
-from jaxsynth.mechanisms.pmm import _PMMFamily, metric_tables, sparse_capacity
+from jaxsynth.mechanisms.pmm import PMM, PrunedPMM, sparse_capacity
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.mechanisms.privtree_kernel import privtree_split
 
@@ -335,18 +335,7 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
     # white-box: the synthesis transcript with the shallowest candidate's schedule
     a = int(np.argmin(depths))
     R = int(depths[a])
-    dense = []
-    for t, p in zip(trees, plans):
-        static = pmm_kernels.DenseStatic(max_depth=R, piece=1, rule="zero_respecting", dim=d)
-        counts = np.pad(t.planar_counts(R), (0, 2 * static.piece))
-        dense.append(_transcript_plan(engine.Plan(
-            mechanism=p.mechanism, kernel=pmm_kernels.dense_kernel, static=static,
-            params={"inv_sigma": np.asarray(p.params["inv_sigmas"][:, a, :R], np.float32),
-                    "inv_sigma0": np.asarray(p.params["inv_sigma0"], np.float32),
-                    "depth": np.asarray(p.params["depths"][:, a], np.int32)},
-            shared={"counts": counts, **metric_tables(R, d)}, eps=p.eps, budget=p.budget,
-            adjacency=p.adjacency, bytes_per_replicate=64.0 * 2**R,
-        )))
+    dense = [_transcript_plan(mech.synthesis_plan(t, eps, a)) for t in trees]
     counts = _node_counts(trees, R)
     tr_reduce = features.transcript_reducer(counts[2])
     outs = [_run(p, _stream(key, 3 + i, replicates), tr_reduce, "dense")
@@ -396,7 +385,7 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
     raw = as_raw_key(key)
     if depth is not None:
         depth = check_positive_int(depth, "depth")
-    if isinstance(mech, _PMMFamily):
+    if isinstance(mech, (PMM, PrunedPMM)):
         runner, modes = _audit_pmm_family, 2
     elif isinstance(mech, PrivTree):
         runner, modes = _audit_privtree, 2

@@ -171,51 +171,44 @@ def simulate(
         before any replicate is released.  In a cluster also a sweep that differs from
         process 0's, and any other process's failure (``cluster.PeerFailure``, naming it).
     """
-    team = cluster.Team.current()
+    team = cluster.Team.current()  # a failure here stops every process of a cluster
     with team.guard() if team is not None else contextlib.nullcontext():
-        return _sweep(team, mechanisms, data, eps, seeds, methods, key, n, out, memory_bytes,
-                      progress, metric, data_key, devices, warmup, renamed)
-
-
-def _sweep(team, mechanisms, data, eps, seeds, methods, key, n, out, memory_bytes, progress,
-           metric, data_key, devices, warmup, renamed) -> pd.DataFrame:
-    """``simulate``: its checks, then the run."""
-    refuse_renamed("simulate", renamed, RENAMED)
-    mechs = grid.mechanisms(mechanisms)
-    eps = check_epsilon(eps).ravel()
-    if len(set(eps.tolist())) != len(eps):
-        raise ValueError(f"eps has duplicate values: {eps.tolist()}")
-    n_seeds = seed_count(seeds)
-    methods = check_methods(methods)
-    metric = check_metric(metric)
-    check_bool(progress, "progress")
-    check_bool(warmup, "warmup")
-    if memory_bytes is not None:
-        memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
-    data_key = check_positive_int(data_key, "data_key", minimum=0)
-    devs = grid.devices(devices)
-    key_label = grid.key_label(key)
-    if out is not None:
-        check_out_path(out)  # a foreign file is refused before the data are read
-    sets = grid.data_sets(data, n, data_key)
-    total = len(mechs) * len(sets) * len(eps) * n_seeds
-    if total > result_store.MAX_ROWS:
-        raise ValueError(
-            f"seeds: the sweep asks for {total} replicates ({len(mechs)} mechanism(s) × "
-            f"{len(sets)} data set(s) × {len(eps)} eps × {n_seeds} seeds); one sweep holds at "
-            f"most {result_store.MAX_ROWS} rows: run it in parts over disjoint seeds "
-            "(seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
-    seed_list = seed_indices(seeds).tolist()
-    spec = {
-        "key": key_label, "data_key": data_key, "metric": metric,
-        "w1_columns": [c for _, _, cols in methods for c in cols],
-        "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
-                   for label, m in mechs for ds in sets},
-        "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
-                 if (fp := grid.fingerprint(ds)) is not None},
-    }
-    return _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label,
-                data_key, spec, out, memory_bytes, devs, progress, warmup)
+        refuse_renamed("simulate", renamed, RENAMED)
+        mechs = grid.mechanisms(mechanisms)
+        eps = check_epsilon(eps).ravel()
+        if len(set(eps.tolist())) != len(eps):
+            raise ValueError(f"eps has duplicate values: {eps.tolist()}")
+        n_seeds = seed_count(seeds)
+        methods = check_methods(methods)
+        metric = check_metric(metric)
+        check_bool(progress, "progress")
+        check_bool(warmup, "warmup")
+        if memory_bytes is not None:
+            memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
+        data_key = check_positive_int(data_key, "data_key", minimum=0)
+        devs = grid.devices(devices)
+        key_label = grid.key_label(key)
+        if out is not None:
+            check_out_path(out)  # a foreign file is refused before the data are read
+        sets = grid.data_sets(data, n, data_key)
+        total = len(mechs) * len(sets) * len(eps) * n_seeds
+        if total > result_store.MAX_ROWS:
+            raise ValueError(
+                f"seeds: the sweep asks for {total} replicates ({len(mechs)} mechanism(s) × "
+                f"{len(sets)} data set(s) × {len(eps)} eps × {n_seeds} seeds); one sweep holds at "
+                f"most {result_store.MAX_ROWS} rows: run it in parts over disjoint seeds "
+                "(seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
+        seed_list = seed_indices(seeds).tolist()
+        spec = {
+            "key": key_label, "data_key": data_key, "metric": metric,
+            "w1_columns": [c for _, _, cols in methods for c in cols],
+            "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
+                       for label, m in mechs for ds in sets},
+            "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
+                     if (fp := grid.fingerprint(ds)) is not None},
+        }
+        return _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label,
+                    data_key, spec, out, memory_bytes, devs, progress, warmup)
 
 
 def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label, data_key,

@@ -63,6 +63,7 @@ from jaxsynth.core.validate import (
 from jaxsynth.mechanisms import pmm_kernels
 from jaxsynth.mechanisms.pmm import (
     PLACEMENTS,
+    PrunedPMM,
     metric_tables,
     piece_size,
     root_capacity,
@@ -392,6 +393,23 @@ class AdaptivePrunedPMM(Mechanism):
             sensitivity=cands.sensitivity,
         )
         return table
+
+    def synthesis_plan(self, tree: DataTree, eps: float, candidate: int) -> engine.Plan:
+        """The synthesis step alone, as if ``candidate`` had been selected at total budget
+        ``eps``: zero-respecting PMM noise with that candidate's depth and schedule at
+        ``σ_0 = 1/ε_main`` (Zare Moayedi et al., Algorithm 1), on the dense engine, which
+        releases the same measure as the sparse one for the same noise.  The privacy
+        auditor reads its noisy counts; the plan's budget is the whole mechanism's.
+        """
+        plan = self.plan(tree, np.array([eps]))
+        depth = int(plan.params["depths"][0, candidate])
+        base = PrunedPMM(depth=depth, engine="dense").plan(tree, plan.budget["eps_main"])
+        params = {"inv_sigma": np.asarray(plan.params["inv_sigmas"][:, candidate, :depth],
+                                          np.float32),
+                  "inv_sigma0": np.asarray(plan.params["inv_sigma0"], np.float32),
+                  "depth": np.asarray(plan.params["depths"][:, candidate], np.int32)}
+        return dataclasses.replace(base, mechanism=self.name, params=params, eps=plan.eps,
+                                   budget=plan.budget, adjacency=plan.adjacency)
 
     def plan(self, tree: DataTree, eps) -> engine.Plan:
         """The engine plan for data ``tree`` and budgets ``eps`` [E].

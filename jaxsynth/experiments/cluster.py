@@ -147,7 +147,10 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
             coordinator, num_processes, process_id, local_device_ids=local_device_ids,
             initialization_timeout=int(timeout) + 30, heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S)
     except (RuntimeError, ValueError) as exc:
-        raise ValueError(f"could not join the cluster: {' '.join(str(exc).split())}") from None
+        hint = ("; no cluster manager JAX recognises (SLURM, Open MPI, ...) was found: give "
+                "the coordinator, number of processes and process id") if auto else ""
+        raise ValueError(f"could not join the cluster: {' '.join(str(exc).split())}{hint}"
+                         ) from None
     finally:
         watchdog.cancel()
 

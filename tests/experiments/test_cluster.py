@@ -220,3 +220,14 @@ def test_a_cluster_that_never_forms_ends_with_an_error_within_the_timeout(tmp_pa
     assert proc.returncode == 2
     assert "the cluster did not form within 3 s (process 0 of 2 waited" in stderr
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.slow
+def test_cluster_detection_outside_a_cluster_manager_says_so(tmp_path, cli_env):
+    env = {k: v for k, v in cli_env.items() if not k.startswith(("SLURM_", "OMPI_", "PMI_"))}
+    proc = _jaxsynth(["simulate", *SWEEP, "--out", str(tmp_path / "x.csv"), "--distributed",
+                      "--cluster-timeout", "5"], env)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "could not join the cluster" in stderr
+    assert "no cluster manager JAX recognises (SLURM, Open MPI, ...) was found" in stderr

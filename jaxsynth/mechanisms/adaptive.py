@@ -64,12 +64,12 @@ from jaxsynth.mechanisms import pmm_kernels
 from jaxsynth.mechanisms.pmm import (
     PLACEMENTS,
     PrunedPMM,
-    metric_tables,
     piece_size,
     root_capacity,
     sparse_capacity,
 )
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.wasserstein.tree import FUSED_FIELDS, fused_tables
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -453,7 +453,7 @@ class AdaptivePrunedPMM(Mechanism):
             kernel=adaptive_kernel,
             static=static,
             params=params,
-            shared={"tree": tree.device, **metric_tables(R, tree.d)},
+            shared={"tree": tree.device, **fused_tables(R, tree.d)},
             eps=eps,
             budget={"epsilon": eps, "eps_sel": eps_sel, "eps_main": eps_main},
             adjacency="replacement",
@@ -461,7 +461,7 @@ class AdaptivePrunedPMM(Mechanism):
             atom_bytes=4 * capacity * (tree.d + 2),
             info_fields=("selected",),
             info={"candidate_depths": stacked["depths"], "candidate_s": stacked["s"]},
-            diagnostic_fields=pmm_kernels.W1_FIELDS,
+            diagnostic_fields=FUSED_FIELDS,
             diagnostics={"probabilities": stacked["probabilities"], "scores": stacked["scores"],
                          "sensitivity": stacked["sensitivity"]},
             order=_selected_depth,

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth import engine
-from jaxsynth.core import partition
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import capacity_bucket, path_words
 from jaxsynth.core.noise import SATURATION
@@ -33,6 +32,7 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.mechanisms import pmm_kernels, schedules
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.wasserstein.tree import FUSED_FIELDS, fused_tables
 
 PLACEMENTS = ("center", "uniform")
 ENGINES = ("auto", "sparse", "dense")
@@ -66,21 +66,6 @@ def _check_dense_fits(R: int, d: int, replicate_bytes: float) -> None:
                engine.result_memory(device) if accelerator else None, hint,
                f"the memory of {device.platform} device" if accelerator else None)
     check_fits(12.0 * 2 ** (R + 1), "depth", f"the data counts of {what}", hint=hint)
-
-
-def metric_tables(depth: int, d: int) -> dict:
-    """Edge weights and cell diameters [2, depth + 1], a row per ``partition.GROUND_METRICS``."""
-    levels = np.arange(depth + 1)
-    return {
-        "weights": jnp.asarray(
-            np.stack([partition.edge_weights(depth, d, m) for m in partition.GROUND_METRICS]),
-            jnp.float32,
-        ),
-        "diameters": jnp.asarray(
-            np.stack([partition.diameter(levels, d, m) for m in partition.GROUND_METRICS]),
-            jnp.float32,
-        ),
-    }
 
 
 def root_capacity(n: int, inv_sigma0) -> int:
@@ -230,7 +215,7 @@ class _PMMFamily(Mechanism):
             adjacency=self._adjacency_label(),
             bytes_per_replicate=per_replicate + atoms,
             atom_bytes=atoms,
-            diagnostic_fields=pmm_kernels.W1_FIELDS,
+            diagnostic_fields=FUSED_FIELDS,
             order=_by_depth if len(set(depths.tolist())) > 1 else None,
             **(sparse_capacity(static) if kind == "sparse" else {}),
         )
@@ -251,7 +236,7 @@ class _PMMFamily(Mechanism):
             ("planar_counts", R, static.piece),
             lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
         )
-        shared = {"counts": counts, **metric_tables(R, tree.d)}
+        shared = {"counts": counts, **fused_tables(R, tree.d)}
         return pmm_kernels.dense_kernel, static, shared, per_replicate
 
     def _sparse(self, tree: DataTree, R: int, capacity: int, points: int):
@@ -259,7 +244,7 @@ class _PMMFamily(Mechanism):
         static = pmm_kernels.SparseStatic(
             max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points
         )
-        shared = {"tree": tree.device, **metric_tables(R, tree.d)}
+        shared = {"tree": tree.device, **fused_tables(R, tree.d)}
         words = 5 + path_words(R)
         slots = (capacity + capacity // 2 + 2 * P) + 2 * (capacity // 2 + 2 * P)
         per_replicate = 4 * words * slots + 4 * capacity * tree.d

@@ -34,10 +34,8 @@ from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.consistency import RULES, zero_respecting_split
 from jaxsynth.core.descent import child_boundary
-from jaxsynth.core.partition import GROUND_METRICS
+from jaxsynth.wasserstein.tree import fused_outputs
 
-# GROUND_METRICS is the row order of the ``weights`` / ``diameters`` tables and W1 outputs
-W1_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper") for metric in GROUND_METRICS)
 """Outputs ``tree_<metric>`` (exact tree W1) and ``upper_<metric>`` (+ the leaf diameter)."""
 
 
@@ -154,15 +152,6 @@ def uniform_points(leaf_key, leaf_word, depth, mass, lower, side, count: int):
     return points, (index < m).astype(jnp.float32) / m.astype(jnp.float32)
 
 
-def _w1_outputs(w1, depth, diameters):
-    """Tree W1 and its upper bound per metric from the level sums ``w1`` [2]."""
-    return {
-        **{f"tree_{name}": w1[i] for i, name in enumerate(GROUND_METRICS)},
-        **{f"upper_{name}": w1[i] + diameters[i, depth]
-           for i, name in enumerate(GROUND_METRICS)},
-    }
-
-
 def dense_kernel(static: DenseStatic, key, params, shared, token):
     """One replicate of PMM on the complete tree, level by level in planar order.
 
@@ -253,7 +242,7 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
         visited = jnp.left_shift(2, depth) - 1
     out = {
         "size": m, "visited": visited, "leaves": jnp.sum(leaf_mass > 0, dtype=jnp.int32),
-        "depth": depth, **_w1_outputs(w1, depth, shared["diameters"]),
+        "depth": depth, **fused_outputs(w1, shared["diameters"][:, depth]),
     }
     if static.transcript:
         out["transcript"] = carry[2][:nodes]
@@ -414,7 +403,7 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     out = {
         "size": m, "visited": visited, "leaves": count, "depth": depth,
         "overflow": overflow | (count > cap), "needed": jnp.maximum(count, most),
-        **_w1_outputs(w1, depth, shared["diameters"]),
+        **fused_outputs(w1, shared["diameters"][:, depth]),
     }
     side = cell_side(depth, d)
     lower = frontier.lower_corners(leaves.path, depth, d)

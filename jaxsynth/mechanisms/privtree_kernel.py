@@ -39,8 +39,9 @@ from jaxsynth.core import frontier
 from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.descent import child_boundary, child_boundary_search
-from jaxsynth.core.partition import GROUND_METRICS, WORD_BITS
+from jaxsynth.core.partition import WORD_BITS
 from jaxsynth.mechanisms.pmm_kernels import cell_side
+from jaxsynth.wasserstein.tree import fused_outputs
 
 FIXED_POINT_BITS = 29
 """Data are truncated to 29 binary digits (``⌊x·2^29⌋``) for the shifted partition."""
@@ -373,7 +374,4 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     }
     if shift is not None:
         out["shift"] = shift
-    for i, metric in enumerate(GROUND_METRICS):
-        out[f"tree_{metric}"] = tree_w1[i]
-        out[f"upper_{metric}"] = tree_w1[i] + within[i]
-    return out
+    return {**out, **fused_outputs(tree_w1, within)}

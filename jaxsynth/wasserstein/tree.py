@@ -98,6 +98,12 @@ of non-negative per-cell terms, each cell's signed mass summed within the cell),
 value carries float32 rounding only: ≤ 3e-7 relative against float64 POT on the test
 cases, ≤ 2e-6 against a float64 per-level sum at n = 20000, depth 14.
 
+**Fused in the release kernels.**  A kernel that descends the tree level by level
+(PMM, Pruned-PMM, PrivTree) knows every node's data and synthetic mass, so it adds
+``w_j |μ(Ω_v) − ν(Ω_v)|`` as it goes, at no extra pass; it takes the weights and
+diameters from ``fused_tables`` and returns ``FUSED_FIELDS`` through ``fused_outputs``
+(NOT PRIVATE diagnostics: they read the data).  Tests check them against ``tree_w1``.
+
 Speed: ``benchmarks/bench_w1.py`` times it; the latest record is in BENCHMARKS.md.
 """
 
@@ -119,10 +125,13 @@ from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data, check_positive_int
 
 __all__ = [
+    "FUSED_FIELDS",
     "TreeData",
     "TreeW1",
     "check_measure",
     "data_points",
+    "fused_outputs",
+    "fused_tables",
     "metric_tables",
     "prepare",
     "tree_w1",
@@ -322,6 +331,35 @@ def metric_tables(depth: int, d: int, metric: str) -> MetricTables:
         weight=jnp.asarray(np.pad(edge[levels - 1], (0, pad)), jnp.float32),
         count=jnp.asarray(len(levels), jnp.int32),
     )
+
+
+FUSED_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper")
+                     for metric in partition.GROUND_METRICS)
+"""The tree W1 a release kernel sums while it descends, per ground metric: ``tree_<metric>``
+and ``upper_<metric>`` (NOT PRIVATE: they read the data; ``NotPrivateDiagnostics``)."""
+
+
+def fused_tables(depth: int, d: int) -> dict:
+    """Edge weights and cell diameters [len(GROUND_METRICS), depth + 1] of the cyclic
+    partition (rows in ``partition.GROUND_METRICS`` order), for a kernel that adds
+    ``weights[:, j] · |data − synthetic mass|`` over the nodes ``θ`` of level ``j``."""
+    levels = np.arange(depth + 1)
+    return {
+        "weights": jnp.asarray(np.stack([partition.edge_weights(depth, d, m)
+                                         for m in partition.GROUND_METRICS]), jnp.float32),
+        "diameters": jnp.asarray(np.stack([partition.diameter(levels, d, m)
+                                           for m in partition.GROUND_METRICS]), jnp.float32),
+    }
+
+
+def fused_outputs(level_sums, within) -> dict:
+    """``FUSED_FIELDS`` from a kernel's sums [G]: the tree W1 (``level_sums``) and its upper
+    bound, the tree W1 plus the within-leaf term ``within`` [G]."""
+    return {
+        **{f"tree_{m}": level_sums[i] for i, m in enumerate(partition.GROUND_METRICS)},
+        **{f"upper_{m}": level_sums[i] + within[i]
+           for i, m in enumerate(partition.GROUND_METRICS)},
+    }
 
 
 class TreeW1(NamedTuple):

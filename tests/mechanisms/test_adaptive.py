@@ -31,7 +31,8 @@ from jaxsynth.mechanisms.adaptive import (
     main_key,
     select_candidate,
 )
-from jaxsynth.mechanisms.pmm_kernels import W1_FIELDS, root_mass, sparse_kernel
+from jaxsynth.mechanisms.pmm_kernels import root_mass, sparse_kernel
+from jaxsynth.wasserstein.tree import FUSED_FIELDS
 from jaxsynth.mechanisms.schedules import packing_inverse_scales
 
 
@@ -322,7 +323,7 @@ def test_deep_candidate_runs_in_linear_cost():
     assert 0 < int(out["leaves"][0, 0]) <= m
     np.testing.assert_allclose(float(out["weights"].sum()), 1.0, rtol=1e-5)
     direct = dataclasses.replace(
-        plan, kernel=sparse_kernel, order=None, info_fields=(), diagnostic_fields=W1_FIELDS,
+        plan, kernel=sparse_kernel, order=None, info_fields=(), diagnostic_fields=FUSED_FIELDS,
         params={"inv_sigma": plan.params["inv_sigmas"][:, 0], "depth": np.array([147]),
                 "inv_sigma0": plan.params["inv_sigma0"]},
     )

@@ -18,9 +18,11 @@ import numpy as np
 import ot
 import pytest
 
+import jaxsynth as js
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.experiments import datasets
 from jaxsynth.wasserstein import TreeData, prepare_w1, tree_w1, w1
 from jaxsynth.wasserstein import tree as T
 
@@ -418,3 +420,19 @@ def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="X"):
         prepare_w1(X + 1, 4)
     assert isinstance(prepare_w1(X, 4), TreeData)
+
+
+@pytest.mark.parametrize("mech", [js.PMM(depth=6), js.PrunedPMM(depth=9, engine="sparse"),
+                                  js.PrivTree(), js.PrivTree(shift=True)],
+                         ids=["pmm", "pruned-sparse", "privtree", "privtree-shift"])
+def test_kernels_fused_tree_w1_is_tree_w1(mech):
+    """The statistic a kernel sums while it descends (``fused_tables``, ``fused_outputs``)
+    is the tree W1 and upper bound that ``tree_w1`` computes from the released atoms."""
+    X = datasets.load("spiral", n=1500, key=4)
+    out, diag = js.release_batch(2, mech, X, eps=[0.5, 2.0], seeds=3, diagnostics=True)
+    data = prepare_w1(X, int(np.max(np.asarray(out.leaf_depth))))
+    for metric in partition.GROUND_METRICS:
+        truth = tree_w1(data, out, metric)
+        assert np.asarray(truth.valid).all()
+        np.testing.assert_allclose(diag[f"tree_{metric}"], truth.value, rtol=2e-5, atol=1e-7)
+        np.testing.assert_allclose(diag[f"upper_{metric}"], truth.upper, rtol=2e-5, atol=1e-7)

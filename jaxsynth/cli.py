@@ -334,19 +334,19 @@ def _simulate(args) -> None:
                   progress=not args.quiet, metric=args.metric, data_key=args.data_key,
                   warmup=args.warmup)
     columns = [c for c in df.columns if c.startswith("w1_")]
-    if "file_rows" not in df.attrs:  # a process of a cluster other than 0
+    if args.coordinator or args.distributed:
         import jax
 
-        print(f"process {jax.process_index()} of {jax.process_count()}: computed "
-              f"{df.attrs['computed']} rows, sent to process 0, which writes {args.out}")
-        return
+        who = f"process {jax.process_index()} of {jax.process_count()}"
+        if jax.process_index() != 0:
+            print(f"{who}: computed {df.attrs['computed']} rows, sent to process 0, which "
+                  f"writes {args.out}")
+            return
     new, held = df.attrs["new_rows"], df.attrs["file_rows"]
     print(f"wrote {args.out}: this sweep's {len(df)} rows ({new} computed now, "
           f"{len(df) - new} already there); the file holds {held} rows")
     if args.coordinator or args.distributed:
-        import jax
-
-        print(f"process 0 of {jax.process_count()} computed {df.attrs['computed']} of them")
+        print(f"{who} computed {df.attrs['computed']} of them")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         print(_means(df, columns).to_string(index=False))
 

@@ -189,7 +189,7 @@ class Team:
         self.client, self.index, self.count = client, index, count
         self.prefix = f"jaxsynth/simulate/{next(_calls)}/"
         self.sent = 0
-        self._received: dict[int, set] = {p: set() for p in range(1, count)}
+        self._received = [0] * count  # row messages from each process
 
     @classmethod
     def current(cls) -> "Team | None":
@@ -283,9 +283,9 @@ class Team:
         self.check()
         frames = []
         for key, data in sorted(self.client.key_value_dir_get_bytes(self.prefix + "rows/")):
-            process, number = key[len(self.prefix) + len("rows/"):].split("/")
+            process = int(key[len(self.prefix) + len("rows/"):].split("/")[0])
             frames.append(read_table(f"rows from process {process}", data))
-            self._received[int(process)].add(number)
+            self._received[process] += 1
             self.client.key_value_delete(key)
         return frames
 
@@ -303,6 +303,6 @@ class Team:
                 if p not in expected and (count := self._try(f"done/{p}")) is not None:
                     expected[p] = int(count)
             if len(expected) == self.count - 1 and all(
-                    len(self._received[p]) >= expected[p] for p in expected):
+                    self._received[p] >= expected[p] for p in expected):
                 return
             time.sleep(POLL_MS / 1000)

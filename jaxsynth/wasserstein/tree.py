@@ -322,7 +322,7 @@ class MetricTables(NamedTuple):
 def metric_tables(depth: int, d: int, metric: str) -> MetricTables:
     """``MetricTables`` of the cyclic partition to ``depth`` in ``d`` dimensions."""
     diam = partition.diameter(np.arange(depth + 1), d, metric)
-    edge = (diam[:-1] - diam[1:]) / 2
+    edge = partition.edge_weights(depth, d, metric)[1:]
     levels = np.flatnonzero(edge > 0) + 1
     pad = max(depth, 1) - len(levels)
     return MetricTables(

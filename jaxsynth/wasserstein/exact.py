@@ -30,7 +30,9 @@ problem is the transport from its block centroids (block masses) to the atoms.
    restricted problem feasible whatever the other arcs.  POT's sparse network simplex
    solves it exactly (a ``scipy.sparse`` cost), warm-started; blocks whose dual
    constraint fails get their best arcs and it is solved again (column generation, which
-   ends at the level's LP optimum).
+   ends at the level's LP optimum).  A level above the points is left early once a round
+   barely raises the lower end (``STALL``): the upper end is then held up by the blocks'
+   size, which only a finer level lowers.
 3. *certificate, after every solve*: every point of a block sends its mass as the block
    does, a coupling of ``μ_X`` and ``ν`` (upper end); the c-transform of the atom duals
    over all atoms at every point (lower end).  It stops as soon as the gap meets
@@ -90,6 +92,10 @@ REFINE = 8
 """Blocks of a level per block of the level above."""
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
+STALL = 1.0
+"""A level above the points is left once a round raises its lower end by less than
+``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
+than more rounds."""
 
 
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
@@ -381,7 +387,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         arcs = np.unique(np.concatenate([_inherited_arcs(coarse, level, plan[0], plan[1], m),
                                          best_arcs(level, v), nw_rows * m + nw_cols]))
-        potentials = None
+        potentials, previous = None, -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
             *plan, u, v = _sparse_lp(level, w, arcs,
@@ -392,6 +398,9 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             lower = max(lower, low)
             if upper - lower <= rtol * upper:
                 break
+            if level is not data.levels[-1] and low - previous < STALL * rtol * upper:
+                break  # stalled: refine
+            previous = low
             # column generation: the best arcs of every block whose dual constraint fails
             if level is not data.levels[-1]:
                 fmin = transform(level.chunks, level.size, v)

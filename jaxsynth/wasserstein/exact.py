@@ -21,19 +21,20 @@ contiguous blocks: ``clusters`` blocks, ``REFINE`` times as many at each next le
 at last the points themselves (``prepare_exact``, once per data set).  A level's
 problem is the transport from its block centroids (block masses) to the atoms.
 
-1. *coarsest level*: solved densely and exactly (POT's network simplex, ``ot.emd``).
-2. *each finer level*: every block gets the atoms that its parent blocks send mass to
-   (far atoms included: transport to atoms in empty cells is not local), its
-   ``CANDIDATES`` atoms of smallest reduced cost ``c(·, y_j) − v_j`` under the level
-   above's atom duals (a jitted pass over all atoms), and the arcs of the
-   north-west-corner coupling of blocks and atoms in Morton order, which make the
+1. *each level* is a transport LP restricted to candidate arcs: every block gets the
+   atoms that its parent blocks send mass to (far atoms included: transport to atoms in
+   empty cells is not local), its ``CANDIDATES`` atoms of smallest reduced cost
+   ``c(·, y_j) − v_j`` under the level above's atom duals (a jitted pass over all
+   atoms; at the coarsest level, ``COARSE_CANDIDATES`` nearest atoms), and the arcs of
+   the north-west-corner coupling of blocks and atoms in Morton order, which make the
    restricted problem feasible whatever the other arcs.  POT's sparse network simplex
    solves it exactly (a ``scipy.sparse`` cost), warm-started; blocks whose dual
    constraint fails get their best arcs and it is solved again (column generation, which
-   ends at the level's LP optimum).  A level above the points is left early once a round
-   barely raises the lower end (``STALL``): the upper end is then held up by the blocks'
-   size, which only a finer level lowers.
-3. *certificate, after every solve*: every point of a block sends its mass as the block
+   ends at the level's LP optimum; the coarsest level is taken to its optimum before it
+   is certified).  A level above the points is left early once a round barely raises
+   the lower end (``STALL``): the upper end is then held up by the blocks' size, which
+   only a finer level lowers.
+2. *certificate, after every solve* (the coarsest level's at its optimum): every point of a block sends its mass as the block
    does, a coupling of ``μ_X`` and ``ν`` (upper end); the c-transform of the atom duals
    over all atoms at every point (lower end).  It stops as soon as the gap meets
    ``rtol``; at the last level (blocks are points) column generation ends at the full
@@ -79,9 +80,11 @@ __all__ = [
 DEFAULT_RTOL = 0.01
 """Default relative gap ``(upper − lower) / upper`` of the certified pair."""
 DEFAULT_CLUSTERS = 1024
-"""Morton blocks of the coarse problem (its dense LP has ``clusters × M`` arcs)."""
+"""Morton blocks of the coarsest level."""
 CANDIDATES = 4
 """Arcs per point taken from the reduced costs (and added per violating point)."""
+COARSE_CANDIDATES = 8
+"""The same at the coarsest level, whose blocks are large and send mass to many atoms."""
 MAX_ROUNDS = 64
 """Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
 CHUNK = 1024
@@ -272,17 +275,6 @@ def _northwest_arcs(a, b):
     return i, j
 
 
-def _dense_lp(level: Level, atoms, weights, metric):
-    """Exact transport from the level's blocks to the atoms, dense (POT network simplex)."""
-    import ot
-
-    cost = pair_cost(level.centroids[:, None, :], atoms[None, :, :], metric)
-    plan, log = ot.emd(level.masses, weights, cost, log=True, numItermax=10**9,
-                       check_marginals=False)
-    rows, cols = np.nonzero(plan > 0)
-    return rows, cols, plan[rows, cols], np.asarray(log["u"]), np.asarray(log["v"])
-
-
 def _sparse_lp(level: Level, atoms_w, arcs, costs, potentials):
     """Exact transport from the level's blocks to the atoms on the candidate ``arcs``
     (``block · M + atom``), by POT's sparse network simplex: plan arcs, duals."""
@@ -349,7 +341,6 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
     atoms, w = atoms[order], w[order]
     size = _bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
-    k = min(CANDIDATES, m)
 
     def centred(v):
         """``v − max v`` (potentials are defined up to a constant), float32, padded."""
@@ -371,46 +362,51 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         err = (d + 4) * 2.0**-24 * (diam + np.abs(vv).max()) + np.sqrt(d) * 2.0**-24
         return float(np.dot(w, vv) + (fmin + v.max()).mean() - err), fmin
 
-    def best_arcs(level, v, rows=None):
-        """Arcs of blocks ``rows`` (all by default) to their ``k`` atoms of least reduced cost."""
+    def best_arcs(level, v, count, rows=None):
+        """Arcs of blocks ``rows`` (all by default) to their ``count`` atoms of least
+        reduced cost."""
         chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
         rows = np.arange(level.size) if rows is None else rows
-        _, best = _host(_pass(metric, k), chunks, y, centred(v))
-        return np.repeat(rows, k) * m + best[: len(rows)].ravel()
+        _, best = _host(_pass(metric, count), chunks, y, centred(v))
+        return np.repeat(rows, count) * m + best[: len(rows)].ravel()
 
-    first = data.levels[0]
-    *plan, u, v = _dense_lp(first, atoms, w, metric)
-    lower, upper = lower_end(v)[0], _upper(data, first, atoms, w, plan, metric)
-    for coarse, level in zip(data.levels, data.levels[1:]):
+    lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
+    for coarse, level in zip((None,) + data.levels[:-1], data.levels):
         if upper - lower <= rtol * upper:
             break
+        coarsest, finest = coarse is None, level is data.levels[-1]
+        k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
-        arcs = np.unique(np.concatenate([_inherited_arcs(coarse, level, plan[0], plan[1], m),
-                                         best_arcs(level, v), nw_rows * m + nw_cols]))
+        inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]
+        arcs = np.unique(np.concatenate(inherited + [best_arcs(level, v, k), nw_rows * m + nw_cols]))
         potentials, previous = None, -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
             *plan, u, v = _sparse_lp(level, w, arcs,
                                      pair_cost(level.centroids[r], atoms[c], metric), potentials)
             potentials = (u + 1.0, v)
-            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-            low, fmin = lower_end(v)
-            lower = max(lower, low)
-            if upper - lower <= rtol * upper:
-                break
-            if level is not data.levels[-1] and low - previous < STALL * rtol * upper:
-                break  # stalled: refine
-            previous = low
+            if not coarsest:  # certified after every solve; the coarsest at its optimum
+                upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+                low, fmin = lower_end(v)
+                lower = max(lower, low)
+                if upper - lower <= rtol * upper:
+                    break
+                if not finest and low - previous < STALL * rtol * upper:
+                    break  # stalled: refine
+                previous = low
             # column generation: the best arcs of every block whose dual constraint fails
-            if level is not data.levels[-1]:
+            if coarsest or not finest:
                 fmin = transform(level.chunks, level.size, v)
             violating = np.flatnonzero(fmin < u - 1e-12)
-            if violating.size == 0:  # the level's LP is solved: refine
+            if violating.size == 0:  # the level's LP is solved
                 break
-            grown = np.unique(np.concatenate([arcs, best_arcs(level, v, violating)]))
-            if len(grown) == len(arcs):  # the level's LP is solved: refine
+            grown = np.unique(np.concatenate([arcs, best_arcs(level, v, k, violating)]))
+            if len(grown) == len(arcs):  # the level's LP is solved
                 break
             arcs = grown
+        if coarsest:
+            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+            lower = max(lower, lower_end(v)[0])
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
                       "the pair is still certified", stacklevel=2)

@@ -30,14 +30,15 @@ __all__ = [
     "w1_exact",
     "w1_exact1d",
     "w1_sinkhorn",
+    "w1_sinkhorn_batch",
     "wasserstein_1d",
 ]
 
 
 def __getattr__(name):
     # ott-jax is imported only when Sinkhorn is used (it is slow to import).
-    if name == "w1_sinkhorn":
-        from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
+    if name in ("w1_sinkhorn", "w1_sinkhorn_batch"):
+        from jaxsynth.wasserstein import sinkhorn
 
-        return w1_sinkhorn
+        return getattr(sinkhorn, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,9 @@ returns NumPy float64 of shape ``out.batch_shape``:
   ground metric's W1 between the whole data set and each measure (``exact.w1_exact``:
   column generation on the transport LP, both ends proofs);
 - ``"exact1d"``: exact W1 for ``d = 1`` (``exact1d.w1_exact1d``);
-- ``"sinkhorn"``: certified entropic estimate (``sinkhorn.w1_sinkhorn``), one solve per
-  replicate in a host loop, each shape compiled once.
+- ``"sinkhorn"``: certified entropic estimate of every replicate
+  (``sinkhorn.w1_sinkhorn_batch``: one replicate per jitted round on CPU, vmapped groups of
+  replicates on an accelerator), each shape compiled once.
 
 Sweeps reuse the data preparation: pass ``prepare_w1(X, depth)`` (a ``TreeData``, with
 ``depth`` at least the deepest leaf of every measure) or the mechanism's ``DataTree``
@@ -161,18 +162,18 @@ def _check_mass(weights) -> None:
 
 
 def _sinkhorn(X, out, metric, options):
-    """One certified Sinkhorn solve per replicate (host loop; shapes reuse compilations)."""
+    """Certified Sinkhorn of every replicate (``sinkhorn.w1_sinkhorn_batch``); replicate
+    ``i`` of the flat batch subsamples with ``fold_in(key, i)``."""
     import jax
 
-    from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
+    from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn_batch
 
     points, weights, _, _ = _tree.check_measure(out, X.shape[1])
     options = dict(options)
     key = options.pop("key", None)
+    keys = None
     if key is not None:
         key = as_typed_key(key)  # an int seed, a typed or a raw key; else ValueError
-    values = np.empty(len(weights))
-    for i, (p, w) in enumerate(zip(points, weights)):
-        rep_key = None if key is None else jax.random.fold_in(key, i)
-        values[i] = w1_sinkhorn(X, p, w, metric=metric, key=rep_key, **options).value
-    return values.reshape(out.batch_shape)
+        keys = [jax.random.fold_in(key, i) for i in range(len(weights))]
+    results = w1_sinkhorn_batch(X, points, weights, keys=keys, metric=metric, **options)
+    return np.array([r.value for r in results]).reshape(out.batch_shape)

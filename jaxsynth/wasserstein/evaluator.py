@@ -180,24 +180,29 @@ class Evaluator:
         return lower.reshape(grid), upper.reshape(grid)
 
     def _sinkhorn(self, out, options, seeds):
-        from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
+        from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn_batch
 
         points, weights = np.asarray(out["points"]), np.asarray(out["weights"])
         options = dict(options)
         key = options.pop("key", None)
         if key is not None:
             key = as_typed_key(key)
-        result = np.empty(weights.shape[:2])
-        for e, s in np.ndindex(*result.shape):
-            # replicate (ε, s) gets js.w1(..., key=fold_in(key, s)) of its own measure, which
-            # folds in the measure's flat index 0: the same numbers as js.w1 on js.release
-            rep = None if key is None else jax.random.fold_in(
-                jax.random.fold_in(key, int(seeds[s])), 0)
-            # its own atoms in canonical order: padding and order depend on the chunk
-            p, w = exact.canonical_atoms(points[e, s], weights[e, s])
-            result[e, s] = w1_sinkhorn(self.X, p, w, metric=self.metric, key=rep,
-                                       **options).value
-        return result
+        grid = weights.shape[:2]
+        # replicate (ε, s) gets js.w1(..., key=fold_in(key, s)) of its own measure, which
+        # folds in the measure's flat index 0: the same numbers as js.w1 on js.release
+        keys = None if key is None else [
+            jax.random.fold_in(jax.random.fold_in(key, int(seeds[s])), 0)
+            for _, s in np.ndindex(*grid)]
+        # each replicate's own atoms in canonical order: padding and order depend on the chunk
+        atoms = [exact.canonical_atoms(points[e, s], weights[e, s]) for e, s in np.ndindex(*grid)]
+        size = max(len(w) for _, w in atoms)
+        padded_points = np.zeros((len(atoms), size, points.shape[-1]), points.dtype)
+        padded_weights = np.zeros((len(atoms), size), weights.dtype)
+        for i, (p, w) in enumerate(atoms):
+            padded_points[i, :len(w)], padded_weights[i, :len(w)] = p, w
+        results = w1_sinkhorn_batch(self.X, padded_points, padded_weights, keys=keys,
+                                    metric=self.metric, **options)
+        return np.array([r.value for r in results]).reshape(grid)
 
 
 @jax.jit

@@ -47,7 +47,9 @@ A round whose potentials are not finite (ott still reports ``converged=True`` af
 blow-up) contributes nothing; the solve resumes from the last finite potentials without
 momentum.  The rounds loop on the host; each round and each certificate is one jitted
 call compiled once per shape (ε, thresholds and warm starts are traced arguments), so
-replicates of equal shapes never retrace.
+replicates of equal shapes never retrace.  ``w1_sinkhorn_batch`` runs many replicates'
+schedules side by side and solves the rounds of those still running together, a fixed
+number of replicates per vmapped call (on an accelerator; on CPU one per call).
 
 Accuracy against POT's exact ``emd2`` on the cases of ``tests/wasserstein/test_sinkhorn.py``
 (n = m = 2000, far, sampled and close measures) is checked by those tests and summarised
@@ -82,7 +84,7 @@ from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_data, check_positive_int
 
-__all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn"]
+__all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn", "w1_sinkhorn_batch"]
 
 _EPS0_FRACTION = 0.01
 _EPS_PER_W1 = 1.0 / 30.0
@@ -145,8 +147,7 @@ def _ott_batching_compat():
         del _public_batching.is_vmappable
 
 
-@functools.partial(jax.jit, static_argnames=("metric", "batch_size", "max_iterations", "momentum"))
-def _sinkhorn_round(
+def _sinkhorn_round_impl(
     x, y, a, b, f, g, epsilon, threshold, *, metric, batch_size, max_iterations, momentum
 ):
     """One round of warm-started Sinkhorn at ``epsilon``.
@@ -186,8 +187,7 @@ def _sinkhorn_round(
     return polished.f, polished.g, out.n_iters + _POLISH_ITERATIONS, polished.errors[-1]
 
 
-@functools.partial(jax.jit, static_argnames=("metric", "chunk"))
-def _certificate(x, y, a, b, f, g, epsilon, *, metric, chunk):
+def _certificate_impl(x, y, a, b, f, g, epsilon, *, metric, chunk):
     """Certified ``(lower, upper)`` bounds on W1 from the potentials ``(f, g)``.
 
     Rows are processed ``chunk`` at a time (two passes), so memory is ``O(chunk · m)``.
@@ -255,6 +255,23 @@ def _certificate(x, y, a, b, f, g, epsilon, *, metric, chunk):
 
     lower = jnp.maximum(dual(f_tilde, g_tilde), dual(f_hat, g_hat))
     return lower, upper
+
+
+_STATIC_ROUND = ("metric", "batch_size", "max_iterations", "momentum")
+_sinkhorn_round = jax.jit(_sinkhorn_round_impl, static_argnames=_STATIC_ROUND)
+_certificate = jax.jit(_certificate_impl, static_argnames=("metric", "chunk"))
+
+
+@functools.lru_cache(maxsize=None)
+def _vmapped(shared_x: bool, metric: str, batch_size, max_iterations: int, momentum: bool,
+             chunk: int):
+    """The round and the certificate vmapped over replicates (``x`` shared or per slot)."""
+    axis = None if shared_x else 0
+    solve = functools.partial(_sinkhorn_round_impl, metric=metric, batch_size=batch_size,
+                              max_iterations=max_iterations, momentum=momentum)
+    certify = functools.partial(_certificate_impl, metric=metric, chunk=chunk)
+    return (jax.jit(jax.vmap(solve, in_axes=(axis, 0, None, 0, 0, 0, 0, 0))),
+            jax.jit(jax.vmap(certify, in_axes=(axis, 0, None, 0, 0, 0, 0))))
 
 
 def _bucket(k: int) -> int:
@@ -333,99 +350,246 @@ def w1_sinkhorn(
 
     The schedule is described in the module docstring.
     """
+    x, options = _checked(X, metric, rtol, subsample, max_iterations, max_stages, batch_size,
+                          online_threshold)
+    run = _Run.of(x, points, weights, key, online, **options)
+    _solve([run], 1)
+    return run.result()
+
+
+def w1_sinkhorn_batch(X, points, weights, *, keys=None, group: int | None = None,
+                      metric: str = "linf", rtol: float = 0.01, subsample: int | None = None,
+                      online: bool | None = None, max_iterations: int = 20000,
+                      max_stages: int = 12, batch_size: int = 1024,
+                      online_threshold: int = 1 << 27) -> list[SinkhornW1]:
+    """``w1_sinkhorn`` of many measures ``points`` [B, M, d], ``weights`` [B, M] at once.
+
+    Every replicate follows its own ε schedule; the rounds of the replicates still
+    running are solved together, ``group`` replicates (of one padded support size) per
+    vmapped call, empty slots filled by copies whose results are dropped.  A slot's
+    result does not depend on what the other slots hold, so a replicate gets the same
+    numbers whatever batch it is in, for a given ``group``.  ``group = 1`` solves one
+    replicate per call, exactly as ``w1_sinkhorn`` does.  Default: 1 on CPU, where a
+    vmapped round does the same arithmetic as the replicates one after another and is no
+    faster (BENCHMARKS.md), 16 on an accelerator, which a single small solve leaves
+    mostly idle.  Dense cost matrices are held for all slots at once, so online mode is
+    chosen when ``group · n · m > online_threshold``.
+
+    Args:
+      keys: one key (or integer seed) per replicate, for ``subsample``; else None.
+      group: replicates per vmapped call (a positive integer), or None for the default.
+      the rest: as ``w1_sinkhorn``.
+
+    Returns:
+      One :class:`SinkhornW1` per replicate.
+    """
+    x, options = _checked(X, metric, rtol, subsample, max_iterations, max_stages, batch_size,
+                          online_threshold)
+    points, weights = np.asarray(points), np.asarray(weights)
+    if points.ndim != 3 or weights.shape != points.shape[:2]:
+        raise ValueError(f"points [B, M, d] and weights [B, M] must match; got {points.shape} "
+                         f"and {weights.shape}")
+    if keys is not None and len(keys) != len(weights):
+        raise ValueError(f"keys must hold one key per replicate ({len(weights)}); "
+                         f"got {len(keys)}")
+    if group is None:
+        group = 1 if jax.default_backend() == "cpu" else 16
+    group = check_positive_int(group, "group")
+    if group > 1:
+        options["online_threshold"] = max(1, options["online_threshold"] // group)
+    runs = [_Run.of(x, points[i], weights[i], None if keys is None else keys[i], online,
+                    **options) for i in range(len(weights))]
+    _solve(runs, group)
+    return [run.result() for run in runs]
+
+
+def _checked(X, metric, rtol, subsample, max_iterations, max_stages, batch_size,
+             online_threshold):
+    """Validated data and options shared by every replicate, or ``ValueError`` naming one."""
     x = check_data(X, "X")
-    n, d = x.shape
     if metric not in GROUND_METRICS:
         raise ValueError(f"metric must be one of {GROUND_METRICS}; got {metric!r}")
     if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0 < rtol < 1:
         raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}")
-    max_iterations = check_positive_int(max_iterations, "max_iterations", _MOMENTUM_START + 1)
-    max_stages = check_positive_int(max_stages, "max_stages")
-    batch_size = check_positive_int(batch_size, "batch_size")
-    online_threshold = check_positive_int(online_threshold, "online_threshold")
-    y = np.asarray(points, dtype=np.float64)
-    b = np.asarray(weights, dtype=np.float64)
-    if y.ndim != 2 or y.shape[1] != d:
-        raise ValueError(f"points must have shape (M, {d}) to match X; got {y.shape}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("points contains NaN or inf")
-    if b.shape != y.shape[:1]:
-        raise ValueError(f"weights must have shape ({y.shape[0]},) to match points; got {b.shape}")
-    if not np.all(np.isfinite(b)) or np.any(b < 0) or not b.sum() > 0:
-        raise ValueError("weights must be finite, non-negative and not all zero")
-    b = b / b.sum()
+    options = dict(
+        metric=metric,
+        rtol=float(rtol),
+        max_iterations=check_positive_int(max_iterations, "max_iterations", _MOMENTUM_START + 1),
+        max_stages=check_positive_int(max_stages, "max_stages"),
+        batch_size=check_positive_int(batch_size, "batch_size"),
+        online_threshold=check_positive_int(online_threshold, "online_threshold"),
+        subsample=None,
+    )
     if subsample is not None:
         subsample = check_positive_int(subsample, "subsample")
-        if subsample > n:
-            raise ValueError(f"subsample must be at most n = {n}; got {subsample}")
-        if key is None:
-            raise ValueError("key is required with subsample")
-        key = as_typed_key(key)  # an int seed, a typed or a raw key; else ValueError naming key
-        x, y, b = _subsample(key, x, y, b, subsample)
-        n = subsample
+        if subsample > x.shape[0]:
+            raise ValueError(f"subsample must be at most n = {x.shape[0]}; got {subsample}")
+        options["subsample"] = subsample
+    return x, options
 
-    live = np.flatnonzero(b > 0)
-    m = _bucket(live.size)
-    fill = m - live.size
-    y = np.concatenate([y[live], np.repeat(y[live[:1]], fill, axis=0)])
-    b = np.concatenate([b[live], np.zeros(fill)])
-    if online is None:
-        online = n * m > online_threshold
-    diam = _diameter(x, y, metric)
-    if diam == 0.0:  # both measures are one and the same point
-        return SinkhornW1(0.0, 0.0, 0.0, True, 0, 0.0)
 
-    x32, y32 = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
-    a32, b32 = jnp.full((n,), 1.0 / n, jnp.float32), jnp.asarray(b, jnp.float32)
-    round_iterations = min(_ROUND_ITERATIONS, max_iterations)
-    sinkhorn_round = functools.partial(
-        _sinkhorn_round,
-        metric=metric,
-        batch_size=min(batch_size, n) if online else None,
-        max_iterations=round_iterations,
-    )
-    certify = functools.partial(
-        _certificate, metric=metric, chunk=max(1, min(n, _CHUNK_ELEMENTS // m))
-    )
+@dataclasses.dataclass(eq=False)
+class _Run:
+    """One replicate's solve: its padded problem and its ε schedule (module docstring),
+    advanced one round at a time by ``_solve``."""
 
-    f, g = jnp.zeros((n,), jnp.float32), jnp.zeros((m,), jnp.float32)
-    lower, upper, stage_done = -math.inf, math.inf, False
-    epsilon, stages, iterations, momentum = _EPS0_FRACTION * diam, 1, 0, True
-    while iterations + round_iterations <= max_iterations and not _converged(lower, upper, rtol):
-        if stage_done:
-            if stages == max_stages:
-                break
-            stages += 1
-            target = lower * _EPS_PER_W1
-            above_target = epsilon > target * 1.001
-            epsilon /= _EPS_DECAY
+    x: jax.Array
+    y: jax.Array
+    a: jax.Array
+    b: jax.Array
+    diam: float
+    rtol: float
+    max_iterations: int
+    max_stages: int
+    round_iterations: int
+    solve_options: dict
+    chunk: int
+    subsampled: bool
+    f: jax.Array
+    g: jax.Array
+    lower: float = -math.inf
+    upper: float = math.inf
+    stage_done: bool = False
+    epsilon: float = 0.0
+    stages: int = 1
+    iterations: int = 0
+    momentum: bool = True
+    threshold: float = 0.0
+    over: bool = False
+
+    @classmethod
+    def of(cls, x, points, weights, key, online, *, metric, rtol, subsample, max_iterations,
+           max_stages, batch_size, online_threshold):
+        """Checked, subsampled and padded problem of one measure (host work, no solve)."""
+        n, d = x.shape
+        y = np.asarray(points, dtype=np.float64)
+        b = np.asarray(weights, dtype=np.float64)
+        if y.ndim != 2 or y.shape[1] != d:
+            raise ValueError(f"points must have shape (M, {d}) to match X; got {y.shape}")
+        if not np.all(np.isfinite(y)):
+            raise ValueError("points contains NaN or inf")
+        if b.shape != y.shape[:1]:
+            raise ValueError(
+                f"weights must have shape ({y.shape[0]},) to match points; got {b.shape}")
+        if not np.all(np.isfinite(b)) or np.any(b < 0) or not b.sum() > 0:
+            raise ValueError("weights must be finite, non-negative and not all zero")
+        b = b / b.sum()
+        if subsample is not None:
+            if key is None:
+                raise ValueError("key is required with subsample")
+            key = as_typed_key(key)  # an int seed, a typed or a raw key; else ValueError
+            x, y, b = _subsample(key, x, y, b, subsample)
+            n = subsample
+        live = np.flatnonzero(b > 0)
+        m = _bucket(live.size)
+        fill = m - live.size
+        y = np.concatenate([y[live], np.repeat(y[live[:1]], fill, axis=0)])
+        b = np.concatenate([b[live], np.zeros(fill)])
+        if online is None:
+            online = n * m > online_threshold
+        diam = _diameter(x, y, metric)
+        round_iterations = min(_ROUND_ITERATIONS, max_iterations)
+        return cls(
+            x=jnp.asarray(x, jnp.float32), y=jnp.asarray(y, jnp.float32),
+            a=jnp.full((n,), 1.0 / n, jnp.float32), b=jnp.asarray(b, jnp.float32),
+            diam=diam, rtol=rtol, max_iterations=max_iterations, max_stages=max_stages,
+            round_iterations=round_iterations,
+            solve_options=dict(metric=metric, batch_size=min(batch_size, n) if online else None,
+                               max_iterations=round_iterations),
+            chunk=max(1, min(n, _CHUNK_ELEMENTS // m)), subsampled=subsample is not None,
+            f=jnp.zeros((n,), jnp.float32), g=jnp.zeros((m,), jnp.float32),
+            epsilon=_EPS0_FRACTION * diam, over=diam == 0.0)  # one and the same point
+
+    def advance(self) -> bool:
+        """Set the next round's ``epsilon`` and ``threshold``; False once the solve is over."""
+        if self.over or self.iterations + self.round_iterations > self.max_iterations or (
+                _converged(self.lower, self.upper, self.rtol)):
+            self.over = True
+            return False
+        if self.stage_done:
+            if self.stages == self.max_stages:
+                self.over = True
+                return False
+            self.stages += 1
+            target = self.lower * _EPS_PER_W1
+            above_target = self.epsilon > target * 1.001
+            self.epsilon /= _EPS_DECAY
             if above_target:  # scale down towards the target, not past it
-                epsilon = max(epsilon, target)
-        if epsilon <= lower * _EPS_PER_W1 * 1.001:  # target stage: marginals must be tight
-            threshold = max(rtol * lower / (8 * diam), _MIN_THRESHOLD)
+                self.epsilon = max(self.epsilon, target)
+        if self.epsilon <= self.lower * _EPS_PER_W1 * 1.001:  # target stage: tight marginals
+            self.threshold = max(self.rtol * self.lower / (8 * self.diam), _MIN_THRESHOLD)
         else:  # an intermediate stage only prepares a warm start
-            threshold = _LOOSE_THRESHOLD
-        with _ott_batching_compat(), jax.default_matmul_precision("highest"):
-            f_new, g_new, n_iter, marginal_error = sinkhorn_round(
-                x32, y32, a32, b32, f, g, epsilon, threshold, momentum=momentum
-            )
-            lo, up = certify(x32, y32, a32, b32, f_new, g_new, epsilon)
-        iterations += int(n_iter)
+            self.threshold = _LOOSE_THRESHOLD
+        return True
+
+    def record(self, f, g, n_iter, marginal_error, lo, up):
+        """Take a round's potentials and certificate (a blow-up keeps the last finite ones
+        and drops momentum)."""
+        self.iterations += int(n_iter)
         lo, up = float(lo), float(up)
         if not (math.isfinite(lo) and math.isfinite(up)):
-            momentum = False  # blow-up: restart from the last finite potentials, plainly
-            continue
-        f, g = f_new, g_new
-        lower, upper = max(lower, lo), min(upper, up)
-        stage_done = float(marginal_error) <= threshold
-    return SinkhornW1(
-        value=0.5 * (lower + upper),
-        lower=lower,
-        upper=upper,
-        converged=_converged(lower, upper, rtol),
-        iterations=iterations,
-        epsilon=epsilon,
-    )
+            self.momentum = False
+            return
+        self.f, self.g = f, g
+        self.lower, self.upper = max(self.lower, lo), min(self.upper, up)
+        self.stage_done = float(marginal_error) <= self.threshold
+
+    def result(self) -> SinkhornW1:
+        if self.diam == 0.0:
+            return SinkhornW1(0.0, 0.0, 0.0, True, 0, 0.0)
+        return SinkhornW1(value=0.5 * (self.lower + self.upper), lower=self.lower,
+                          upper=self.upper,
+                          converged=_converged(self.lower, self.upper, self.rtol),
+                          iterations=self.iterations, epsilon=self.epsilon)
+
+
+def _solve(runs: list, group: int) -> None:
+    """Advance every run round by round until each is over.
+
+    ``group = 1``: one jitted round and certificate per replicate.  Else the replicates of
+    a round that share a compiled shape (support size, momentum) are solved ``group`` per
+    vmapped call, empty slots filled with copies of the first.
+    """
+    while True:
+        live = [run for run in runs if run.advance()]
+        if not live:
+            return
+        with _ott_batching_compat(), jax.default_matmul_precision("highest"):
+            if group == 1:
+                for run in live:
+                    f, g, n_iter, error = _sinkhorn_round(
+                        run.x, run.y, run.a, run.b, run.f, run.g, run.epsilon, run.threshold,
+                        momentum=run.momentum, **run.solve_options)
+                    lo, up = _certificate(run.x, run.y, run.a, run.b, f, g, run.epsilon,
+                                          metric=run.solve_options["metric"], chunk=run.chunk)
+                    run.record(f, g, n_iter, error, lo, up)
+                continue
+            shapes: dict = {}
+            for run in live:
+                shapes.setdefault((run.y.shape[0], run.momentum), []).append(run)
+            for (_, momentum), members in shapes.items():
+                for start in range(0, len(members), group):
+                    _solve_slots(members[start:start + group], group, momentum)
+
+
+def _solve_slots(members: list, group: int, momentum: bool) -> None:
+    """One vmapped round and certificate for ``members`` (at most ``group``) of one shape."""
+    first = members[0]
+    slots = members + [first] * (group - len(members))
+    solve, certify = _vmapped(not first.subsampled, momentum=momentum, chunk=first.chunk,
+                              **first.solve_options)
+
+    def stack(name, dtype=None):
+        return jnp.stack([jnp.asarray(getattr(run, name), dtype) for run in slots])
+
+    x = first.x if not first.subsampled else stack("x")
+    y, b, f, g = stack("y"), stack("b"), stack("f"), stack("g")
+    epsilon, threshold = stack("epsilon", jnp.float32), stack("threshold", jnp.float32)
+    f, g, n_iter, error = solve(x, y, first.a, b, f, g, epsilon, threshold)
+    lo, up = certify(x, y, first.a, b, f, g, epsilon)
+    n_iter, error, lo, up = jax.device_get((n_iter, error, lo, up))
+    for i, run in enumerate(members):
+        run.record(f[i], g[i], n_iter[i], error[i], lo[i], up[i])
 
 
 def _converged(lower: float, upper: float, rtol: float) -> bool:

@@ -243,3 +243,62 @@ def test_subsample_keys_are_the_whole_integer():
     value = {k: js.w1(X, out, method="sinkhorn", subsample=100, key=k) for k in (0, 2**32)}
     assert value[0] == js.w1(X, out, method="sinkhorn", subsample=100, key=jax.random.key(0))
     assert value[0] != value[2**32]
+
+
+def _batch_case():
+    """One data set and three measures: two of one padded support size, one of another."""
+    X, _, _ = _case("far", 200, seed=20)
+    measures = [_case("close", 200, seed=s)[1:] for s in (21, 22)]
+    Y, w = _case("far", 200, seed=23)[1:]
+    measures.append((Y[:90], w[:90] / w[:90].sum()))
+    points = np.zeros((3, 200, 2))
+    weights = np.zeros((3, 200))
+    for i, (p, q) in enumerate(measures):
+        points[i, :len(q)], weights[i, :len(q)] = p, q
+    return X, points, weights
+
+
+def test_batch_on_cpu_is_the_single_solve():
+    """On CPU the default ``group`` is 1: every replicate's result is ``w1_sinkhorn``'s."""
+    X, points, weights = _batch_case()
+    results = sk.w1_sinkhorn_batch(X, points, weights, metric="l2")
+    assert results == [w1_sinkhorn(X, p, w, metric="l2") for p, w in zip(points, weights)]
+
+
+def test_vmapped_groups_are_certified_and_ignore_their_company():
+    """``group = 4``: three replicates of two support sizes solved in vmapped rounds.
+
+    Each pair contains POT's exact value and meets rtol, and a replicate's result is the
+    same (bit for bit) alone, in the batch and in the reversed batch: a slot never depends
+    on the others."""
+    X, points, weights = _batch_case()
+    batch = sk.w1_sinkhorn_batch(X, points, weights, group=4)
+    for res, p, w in zip(batch, points, weights):
+        live = w > 0
+        _assert_certified(res, _exact(X, p[live], w[live], "linf"), rtol=0.01)
+    assert sk.w1_sinkhorn_batch(X, points[::-1], weights[::-1], group=4) == batch[::-1]
+    assert sk.w1_sinkhorn_batch(X, points[1:2], weights[1:2], group=4) == batch[1:2]
+
+
+def test_vmapped_subsamples_follow_their_keys():
+    X, points, weights = _batch_case()
+    keys = [jax.random.key(k) for k in (1, 2, 3)]
+    batch = sk.w1_sinkhorn_batch(X, points, weights, keys=keys, subsample=120, group=4)
+    for res, p, w, key in zip(batch, points, weights, keys):
+        Xs, Ys, ws = sk._subsample(key, X, p, w, 120)
+        live = ws > 0
+        _assert_certified(res, _exact(Xs, Ys[live], ws[live], "linf"), rtol=0.01)
+    again = sk.w1_sinkhorn_batch(X, points[::-1], weights[::-1], keys=keys[::-1],
+                                 subsample=120, group=4)
+    assert again == batch[::-1]
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [({"group": 0}, "group"), ({"keys": [0]}, "keys"), ({"points": np.zeros((3, 2))}, "points")],
+)
+def test_batch_refusals_name_argument(kwargs, name):
+    X, points, weights = _batch_case()
+    arguments = {"points": points, "weights": weights} | kwargs
+    with pytest.raises(ValueError, match=name):
+        sk.w1_sinkhorn_batch(X, **arguments)

@@ -25,7 +25,8 @@ problem is the transport from its block centroids (block masses) to the atoms.
    atoms that its parent blocks send mass to (far atoms included: transport to atoms in
    empty cells is not local), its ``CANDIDATES`` atoms of smallest reduced cost
    ``c(·, y_j) − v_j`` under the level above's atom duals (a jitted pass over all
-   atoms; at the coarsest level, ``COARSE_CANDIDATES`` nearest atoms), and the arcs of
+   atoms; at the coarsest level, ``COARSE_CANDIDATES`` nearest atoms, or all atoms when
+   it has at most ``DENSE_ARCS`` block-atom pairs: POT's dense solve), and the arcs of
    the north-west-corner coupling of blocks and atoms in Morton order, which make the
    restricted problem feasible whatever the other arcs.  POT's sparse network simplex
    solves it exactly (a ``scipy.sparse`` cost), warm-started; blocks whose dual
@@ -34,9 +35,9 @@ problem is the transport from its block centroids (block masses) to the atoms.
    is certified).  A level above the points is left early once a round barely raises
    the lower end (``STALL``): the upper end is then held up by the blocks' size, which
    only a finer level lowers.
-2. *certificate, after every solve* (the coarsest level's at its optimum): every point of a block sends its mass as the block
-   does, a coupling of ``μ_X`` and ``ν`` (upper end); the c-transform of the atom duals
-   over all atoms at every point (lower end).  It stops as soon as the gap meets
+2. *certificate, after every solve* (the coarsest level's at its optimum): every point
+   of a block sends its mass as the block does, a coupling of ``μ_X`` and ``ν`` (upper
+   end); the c-transform of the atom duals over all atoms at every point (lower end).  It stops as soon as the gap meets
    ``rtol``; at the last level (blocks are points) column generation ends at the full
    LP's optimum, where the two ends meet up to rounding.
 
@@ -85,6 +86,9 @@ CANDIDATES = 4
 """Arcs per point taken from the reduced costs (and added per violating point)."""
 COARSE_CANDIDATES = 8
 """The same at the coarsest level, whose blocks are large and send mass to many atoms."""
+DENSE_ARCS = 1 << 21
+"""A coarsest level with at most this many block-atom pairs is solved densely at once
+(cheaper than column generation on small problems)."""
 MAX_ROUNDS = 64
 """Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
 CHUNK = 1024
@@ -275,6 +279,17 @@ def _northwest_arcs(a, b):
     return i, j
 
 
+def _dense_lp(level: Level, atoms, weights, metric):
+    """Exact transport from the level's blocks to the atoms, dense (POT network simplex)."""
+    import ot
+
+    cost = pair_cost(level.centroids[:, None, :], atoms[None, :, :], metric)
+    plan, log = ot.emd(level.masses, weights, cost, log=True, numItermax=10**9,
+                       check_marginals=False)
+    rows, cols = np.nonzero(plan > 0)
+    return rows, cols, plan[rows, cols], np.asarray(log["u"]), np.asarray(log["v"])
+
+
 def _sparse_lp(level: Level, atoms_w, arcs, costs, potentials):
     """Exact transport from the level's blocks to the atoms on the candidate ``arcs``
     (``block · M + atom``), by POT's sparse network simplex: plan arcs, duals."""
@@ -375,6 +390,11 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         if upper - lower <= rtol * upper:
             break
         coarsest, finest = coarse is None, level is data.levels[-1]
+        if coarsest and level.size * m <= DENSE_ARCS:
+            *plan, u, v = _dense_lp(level, atoms, w, metric)
+            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+            lower = max(lower, lower_end(v)[0])
+            continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]

@@ -37,9 +37,10 @@ problem is the transport from its block centroids (block masses) to the atoms.
    only a finer level lowers.
 2. *certificate, after every solve* (the coarsest level's at its optimum): every point
    of a block sends its mass as the block does, a coupling of ``μ_X`` and ``ν`` (upper
-   end); the c-transform of the atom duals over all atoms at every point (lower end).  It stops as soon as the gap meets
-   ``rtol``; at the last level (blocks are points) column generation ends at the full
-   LP's optimum, where the two ends meet up to rounding.
+   end); the c-transform of the atom duals over all atoms at every point (lower end).
+   It stops as soon as the gap meets ``rtol``; at the last level (blocks are points)
+   column generation ends at the full LP's optimum, where the two ends meet up to
+   rounding.
 
 **Rounding.**  The c-transform runs in float32 (data rounded to float32, atoms are
 float32 already); its error per point is at most
@@ -398,7 +399,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]
-        arcs = np.unique(np.concatenate(inherited + [best_arcs(level, v, k), nw_rows * m + nw_cols]))
+        arcs = np.unique(np.concatenate(
+            inherited + [best_arcs(level, v, k), nw_rows * m + nw_cols]))
         potentials, previous = None, -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)

@@ -275,7 +275,7 @@ def _vmapped(shared_x: bool, metric: str, batch_size, max_iterations: int, momen
 
 
 def _bucket(k: int) -> int:
-    """Smallest size ``≥ k`` of the form ``q·2^e`` with ``q ∈ {4, 5, 6, 7}`` (or ``k ≤ 4``)."""
+    """Smallest size ``≥ k`` of the form ``q·2^e``, ``q ∈ {4, 5, 6, 7}`` (or ``k ≤ 4``)."""
     if k <= 4:
         return k
     e = k.bit_length() - 3

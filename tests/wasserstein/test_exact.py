@@ -13,6 +13,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
+from jaxsynth.wasserstein import exact as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
 TOL = 1e-12  # POT's float64 round-off on values of order 1e-2
@@ -74,6 +75,17 @@ def test_n_3000_coarse_blocks_smaller_than_the_data():
     assert np.all(upper - lower <= 1e-3 * exact + TOL)
 
 
+@pytest.mark.parametrize("n", [600, 3000])
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
+    # a coarsest level of more than DENSE_ARCS block-atom pairs is not solved densely;
+    # n = 600: it is the points themselves, n = 3000: 1024 blocks, then the points
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
+    X = js.datasets.load("two_moons", n=n, key=3)
+    for mech in (js.PMM(), js.PrivTree()):
+        check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
+
+
 def measure(points, weights):
     points = np.asarray(points, np.float32)
     weights = np.asarray(weights, np.float32)
@@ -83,8 +95,10 @@ def measure(points, weights):
                             visited=one, leaves=one, depth=0 * one, budget={}, info={})
 
 
+@pytest.mark.parametrize("dense_arcs", [exact_w1.DENSE_ARCS, 0])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_adversarial_cases(metric):
+def test_adversarial_cases(metric, dense_arcs, monkeypatch):
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", dense_arcs)
     rng = np.random.default_rng(0)
     base = rng.random((1200, 2))
     cases = {

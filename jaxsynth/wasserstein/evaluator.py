@@ -194,14 +194,10 @@ class Evaluator:
             jax.random.fold_in(jax.random.fold_in(key, int(seeds[s])), 0)
             for _, s in np.ndindex(*grid)]
         # each replicate's own atoms in canonical order: padding and order depend on the chunk
-        atoms = [exact.canonical_atoms(points[e, s], weights[e, s]) for e, s in np.ndindex(*grid)]
-        size = max(len(w) for _, w in atoms)
-        padded_points = np.zeros((len(atoms), size, points.shape[-1]), points.dtype)
-        padded_weights = np.zeros((len(atoms), size), weights.dtype)
-        for i, (p, w) in enumerate(atoms):
-            padded_points[i, :len(w)], padded_weights[i, :len(w)] = p, w
-        results = w1_sinkhorn_batch(self.X, padded_points, padded_weights, keys=keys,
-                                    metric=self.metric, **options)
+        flat_p, flat_w, _ = jax.device_get(_canonical_chunk(
+            points.reshape((-1,) + points.shape[2:]), weights.reshape(-1, weights.shape[-1])))
+        results = w1_sinkhorn_batch(self.X, flat_p, flat_w, keys=keys, metric=self.metric,
+                                    **options)
         return np.array([r.value for r in results]).reshape(grid)
 
 

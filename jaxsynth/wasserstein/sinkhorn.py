@@ -370,8 +370,8 @@ def w1_sinkhorn_batch(X, points, weights, *, keys=None, group: int | None = None
     result does not depend on what the other slots hold, so a replicate gets the same
     numbers whatever batch it is in, for a given ``group``.  ``group = 1`` solves one
     replicate per call, exactly as ``w1_sinkhorn`` does.  Default: 1 on CPU, where a
-    vmapped round does the same arithmetic as the replicates one after another and is no
-    faster (BENCHMARKS.md), 16 on an accelerator, which a single small solve leaves
+    vmapped round does the same arithmetic, runs until its slowest slot has converged and
+    is slower (BENCHMARKS.md), 16 on an accelerator, which a single small solve leaves
     mostly idle.  Dense cost matrices are held for all slots at once, so online mode is
     chosen when ``group · n · m > online_threshold``.
 

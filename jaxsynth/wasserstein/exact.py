@@ -33,14 +33,15 @@ problem is the transport from its block centroids (block masses) to the atoms.
    constraint fails get their best arcs and it is solved again (column generation, which
    ends at the level's LP optimum; the coarsest level is taken to its optimum before it
    is certified).  A level above the points is left early once a round barely raises
-   the lower end (``STALL``): the upper end is then held up by the blocks' size, which
-   only a finer level lowers.
+   its dual value ``Σ_j w_j v_j + Σ_B m_B min_j (c(·, y_j) − v_j)`` (``STALL``): the
+   upper end is then held up by the blocks' size, which only a finer level lowers.
 2. *certificate, after every solve* (the coarsest level's at its optimum): every point
    of a block sends its mass as the block does, a coupling of ``μ_X`` and ``ν`` (upper
-   end); the c-transform of the atom duals over all atoms at every point (lower end).
-   It stops as soon as the gap meets ``rtol``; at the last level (blocks are points)
-   column generation ends at the full LP's optimum, where the two ends meet up to
-   rounding.
+   end); the c-transform of the atom duals over all atoms at every point (lower end, a
+   pass over all points: above the points it is taken when a level is left, or once the
+   level's dual value, its estimate, meets ``rtol``).  It stops as soon as the gap meets
+   ``rtol``; at the last level (blocks are points) column generation ends at the full
+   LP's optimum, where the two ends meet up to rounding.
 
 **Rounding.**  The c-transform runs in float32 (data rounded to float32, atoms are
 float32 already); its error per point is at most
@@ -87,7 +88,7 @@ CANDIDATES = 4
 """Arcs per point taken from the reduced costs (and added per violating point)."""
 COARSE_CANDIDATES = 8
 """The same at the coarsest level, whose blocks are large and send mass to many atoms."""
-DENSE_ARCS = 1 << 21
+DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""
 MAX_ROUNDS = 64
@@ -101,7 +102,7 @@ REFINE = 8
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
 STALL = 1.0
-"""A level above the points is left once a round raises its lower end by less than
+"""A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
 than more rounds."""
 
@@ -269,6 +270,13 @@ def _bucket(m: int) -> int:
     return -(-m // step) * step
 
 
+def _unique_arcs(*parts) -> np.ndarray:
+    """Sorted distinct arc indices of the concatenated ``parts`` (a sort: NumPy's hashing
+    ``np.unique`` of integers is many times slower on arrays this large)."""
+    arcs = np.sort(np.concatenate(parts))
+    return arcs[np.concatenate([[True], arcs[1:] != arcs[:-1]])]
+
+
 def _northwest_arcs(a, b):
     """Arcs (rows, cols) of the north-west-corner coupling of the weights ``a`` and ``b``
     in their orders: a coupling, so the arcs make any transport LP feasible."""
@@ -387,47 +395,62 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         return np.repeat(rows, count) * m + best[: len(rows)].ravel()
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
+
+    def certify(level, plan, v, leaving=False):
+        """Tighten the pair with a level's plan and atom duals; return the level's dual
+        value and its blocks' c-transform.  The lower end is a pass over all points: above
+        the points it is taken when ``leaving`` the level or once the level's dual value
+        (its estimate) meets rtol."""
+        nonlocal lower, upper
+        upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+        if level is data.levels[-1]:
+            value, fmin = lower_end(v)
+            lower = max(lower, value)
+            return value, fmin
+        fmin = transform(level.chunks, level.size, v)
+        value = float(np.dot(w, v) + np.dot(level.masses, fmin))
+        if leaving or upper - value <= rtol * upper:
+            lower = max(lower, lower_end(v)[0])
+        return value, fmin
+
     for coarse, level in zip((None,) + data.levels[:-1], data.levels):
         if upper - lower <= rtol * upper:
             break
         coarsest, finest = coarse is None, level is data.levels[-1]
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)
-            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-            lower = max(lower, lower_end(v)[0])
+            certify(level, plan, v, leaving=True)
             continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]
-        arcs = np.unique(np.concatenate(
-            inherited + [best_arcs(level, v, k), nw_rows * m + nw_cols]))
+        arcs = _unique_arcs(*inherited, best_arcs(level, v, k), nw_rows * m + nw_cols)
         potentials, previous = None, -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
             *plan, u, v = _sparse_lp(level, w, arcs,
                                      pair_cost(level.centroids[r], atoms[c], metric), potentials)
             potentials = (u + 1.0, v)
-            if not coarsest:  # certified after every solve; the coarsest at its optimum
-                upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-                low, fmin = lower_end(v)
-                lower = max(lower, low)
+            if coarsest:  # certified at its optimum, after the loop
+                fmin = transform(level.chunks, level.size, v)
+            else:
+                value, fmin = certify(level, plan, v)
                 if upper - lower <= rtol * upper:
                     break
-                if not finest and low - previous < STALL * rtol * upper:
+                if not finest and value - previous < STALL * rtol * upper:
                     break  # stalled: refine
-                previous = low
+                previous = value
             # column generation: the best arcs of every block whose dual constraint fails
-            if coarsest or not finest:
-                fmin = transform(level.chunks, level.size, v)
             violating = np.flatnonzero(fmin < u - 1e-12)
             if violating.size == 0:  # the level's LP is solved
                 break
-            grown = np.unique(np.concatenate([arcs, best_arcs(level, v, k, violating)]))
+            grown = _unique_arcs(arcs, best_arcs(level, v, k, violating))
             if len(grown) == len(arcs):  # the level's LP is solved
                 break
             arcs = grown
         if coarsest:
-            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+            certify(level, plan, v, leaving=True)
+        elif not finest:
             lower = max(lower, lower_end(v)[0])
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "

@@ -29,12 +29,13 @@ problem is the transport from its block centroids (block masses) to the atoms.
    it has at most ``DENSE_ARCS`` block-atom pairs: POT's dense solve), and the arcs of
    the north-west-corner coupling of blocks and atoms in Morton order, which make the
    restricted problem feasible whatever the other arcs.  POT's sparse network simplex
-   solves it exactly (a ``scipy.sparse`` cost), warm-started; blocks whose dual
-   constraint fails get their best arcs and it is solved again (column generation, which
-   ends at the level's LP optimum; the coarsest level is taken to its optimum before it
-   is certified).  A level above the points is left early once a round barely raises
-   its dual value ``Σ_j w_j v_j + Σ_B m_B min_j (c(·, y_j) − v_j)`` (``STALL``): the
-   upper end is then held up by the blocks' size, which only a finer level lowers.
+   solves it exactly (a ``scipy.sparse`` cost, from scratch: its sparse path takes no
+   warm start); blocks whose dual constraint fails get their best arcs and it is solved
+   again (column generation, which ends at the level's LP optimum; the coarsest level
+   is taken to its optimum before it is certified).  A level above the points is left
+   early once a round barely raises its dual value
+   ``Σ_j w_j v_j + Σ_B m_B min_j (c(·, y_j) − v_j)`` (``STALL``): the upper end is then
+   held up by the blocks' size, which only a finer level lowers.
 2. *certificate, after every solve* (the coarsest level's at its optimum): every point
    of a block sends its mass as the block does, a coupling of ``μ_X`` and ``ν`` (upper
    end); the c-transform of the atom duals over all atoms at every point (lower end, a
@@ -299,7 +300,7 @@ def _dense_lp(level: Level, atoms, weights, metric):
     return rows, cols, plan[rows, cols], np.asarray(log["u"]), np.asarray(log["v"])
 
 
-def _sparse_lp(level: Level, atoms_w, arcs, costs, potentials):
+def _sparse_lp(level: Level, atoms_w, arcs, costs):
     """Exact transport from the level's blocks to the atoms on the candidate ``arcs``
     (``block · M + atom``), by POT's sparse network simplex: plan arcs, duals."""
     import ot
@@ -311,7 +312,7 @@ def _sparse_lp(level: Level, atoms_w, arcs, costs, potentials):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plan, log = ot.emd(level.masses, atoms_w, matrix, log=True, numItermax=10**9,
-                           check_marginals=False, potentials_init=potentials)
+                           check_marginals=False)
     if log.get("warning") is not None:
         raise RuntimeError(f"exact W1: the restricted transport LP failed ({log['warning']})")
     plan = plan.tocoo()
@@ -425,12 +426,11 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]
         arcs = _unique_arcs(*inherited, best_arcs(level, v, k), nw_rows * m + nw_cols)
-        potentials, previous = None, -np.inf
+        previous = -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
             *plan, u, v = _sparse_lp(level, w, arcs,
-                                     pair_cost(level.centroids[r], atoms[c], metric), potentials)
-            potentials = (u + 1.0, v)
+                                     pair_cost(level.centroids[r], atoms[c], metric))
             if coarsest:  # certified at its optimum, after the loop
                 fmin = transform(level.chunks, level.size, v)
             else:

@@ -275,7 +275,9 @@ def _unique_arcs(*parts) -> np.ndarray:
     """Sorted distinct arc indices of the concatenated ``parts`` (a sort: NumPy's hashing
     ``np.unique`` of integers is many times slower on arrays this large)."""
     arcs = np.sort(np.concatenate(parts))
-    return arcs[np.concatenate([[True], arcs[1:] != arcs[:-1]])]
+    first = np.ones(len(arcs), bool)
+    first[1:] = arcs[1:] != arcs[:-1]
+    return arcs[first]
 
 
 def _northwest_arcs(a, b):
@@ -450,7 +452,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             arcs = grown
         if coarsest:
             certify(level, plan, v, leaving=True)
-        elif not finest:
+        elif not finest and upper - lower > rtol * upper:
             lower = max(lower, lower_end(v)[0])
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "

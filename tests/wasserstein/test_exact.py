@@ -140,6 +140,15 @@ def test_prepared_data_and_batch_shapes():
     assert lo.shape == up.shape == ()
 
 
+def test_arc_union_is_the_sorted_set_of_distinct_arcs():
+    rng = np.random.default_rng(0)
+    parts = [rng.integers(0, 500, size) for size in (0, 1, 300, 2000)]
+    np.testing.assert_array_equal(exact_w1._unique_arcs(*parts),
+                                  np.unique(np.concatenate(parts)))
+    np.testing.assert_array_equal(exact_w1._unique_arcs(np.array([7, 7, 7])), [7])
+    assert exact_w1._unique_arcs(np.array([], np.int64)).size == 0
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(rtol=0), "rtol"), (dict(rtol=1.5), "rtol"), (dict(rtol="x"), "rtol"),
     (dict(clusters=0), "clusters"), (dict(bogus=1), "unknown option"),

@@ -399,11 +399,11 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
 
-    def certify(level, plan, v, leaving=False):
+    def certify(level, plan, v):
         """Tighten the pair with a level's plan and atom duals; return the level's dual
         value and its blocks' c-transform.  The lower end is a pass over all points: above
-        the points it is taken when ``leaving`` the level or once the level's dual value
-        (its estimate) meets rtol."""
+        the points it is taken here only once the level's dual value (its estimate) meets
+        rtol, and otherwise when the level is left."""
         nonlocal lower, upper
         upper = min(upper, _upper(data, level, atoms, w, plan, metric))
         if level is data.levels[-1]:
@@ -412,7 +412,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             return value, fmin
         fmin = transform(level.chunks, level.size, v)
         value = float(np.dot(w, v) + np.dot(level.masses, fmin))
-        if leaving or upper - value <= rtol * upper:
+        if upper - value <= rtol * upper:
             lower = max(lower, lower_end(v)[0])
         return value, fmin
 
@@ -422,7 +422,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         coarsest, finest = coarse is None, level is data.levels[-1]
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)
-            certify(level, plan, v, leaving=True)
+            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+            lower = max(lower, lower_end(v)[0])
             continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
@@ -450,10 +451,10 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             if len(grown) == len(arcs):  # the level's LP is solved
                 break
             arcs = grown
-        if coarsest:
-            certify(level, plan, v, leaving=True)
-        elif not finest and upper - lower > rtol * upper:
-            lower = max(lower, lower_end(v)[0])
+        if coarsest:  # certified at its optimum
+            upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+        if (coarsest or not finest) and upper - lower > rtol * upper:
+            lower = max(lower, lower_end(v)[0])  # as the level is left
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
                       "the pair is still certified", stacklevel=2)

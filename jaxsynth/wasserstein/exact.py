@@ -102,6 +102,12 @@ REFINE = 8
 """Blocks of a level per block of the level above."""
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
+BOX = 128
+"""Consecutive points (Morton order) per box of the pruned pass."""
+PRUNE_ATOMS = 4096
+"""Padded atom counts from which the pass over all atoms is pruned by boxes."""
+MIN_WIDTH = 8
+"""Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -212,10 +218,21 @@ def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarra
     return np.concatenate(arcs)
 
 
-@functools.lru_cache(maxsize=None)
-def _pass(metric: str, k: int):
-    """Jitted pass over all atoms: the c-transform ``min_j (c_ij − v_j)`` of every point of
-    ``chunks`` [C, CHUNK, d] and, if ``k > 0``, its ``k`` atoms of smallest reduced cost.
+def _smallest(values, count):
+    """Column indices of the ``count`` smallest entries of each row (ties: first)."""
+    cols = jnp.arange(values.shape[1])[None, :]
+    picks = []
+    for _ in range(count):
+        j = jnp.argmin(values, axis=1)
+        picks.append(j)
+        values = jnp.where(cols == j[:, None], jnp.inf, values)
+    return jnp.stack(picks, axis=1)
+
+
+def _reduced_block(x, y, v, metric: str, k: int):
+    """The c-transform ``min_j (c(x_i, y_j) − v_j)`` of points ``x`` [P, d] over atoms
+    ``y`` [A, d] and, if ``k > 0``, the indices (into ``y``) of each point's ``k`` atoms of
+    smallest reduced cost.
 
     The best atoms are found among the ``k`` groups of ``GROUP`` consecutive atoms with the
     smallest minima, which hold them: a group holding one of the ``k`` best atoms ``a`` has
@@ -223,34 +240,127 @@ def _pass(metric: str, k: int):
     below ``a`` can have a smaller one.  Padding atoms carry potentials far below the
     others and are never chosen.
     """
+    reduced = _cost_block(x, y, metric) - v[None, :]
+    fmin = reduced.min(axis=1)
+    if k == 0:
+        return fmin, jnp.zeros((x.shape[0], 0), jnp.int32)
+    groups = _smallest(reduced.reshape(x.shape[0], -1, GROUP).min(axis=2), k)
+    atoms = (groups[:, :, None] * GROUP + jnp.arange(GROUP)).reshape(x.shape[0], -1)
+    best = _smallest(jnp.take_along_axis(reduced, atoms, axis=1), k)
+    return fmin, jnp.take_along_axis(atoms, best, axis=1)
 
-    def smallest(values, count):
-        """Column indices of the ``count`` smallest entries of each row (ties: first)."""
-        cols = jnp.arange(values.shape[1])[None, :]
-        picks = []
-        for _ in range(count):
-            j = jnp.argmin(values, axis=1)
-            picks.append(j)
-            values = jnp.where(cols == j[:, None], jnp.inf, values)
-        return jnp.stack(picks, axis=1)
 
-    def chunk(x, y, v):
-        reduced = _cost_block(x, y, metric) - v[None, :]
-        fmin = reduced.min(axis=1)
-        if k == 0:
-            return fmin, jnp.zeros((x.shape[0], 0), jnp.int32)
-        # the k best atoms lie in the k groups of GROUP atoms with the smallest minima
-        groups = smallest(reduced.reshape(x.shape[0], -1, GROUP).min(axis=2), k)
-        atoms = (groups[:, :, None] * GROUP + jnp.arange(GROUP)).reshape(x.shape[0], -1)
-        best = smallest(jnp.take_along_axis(reduced, atoms, axis=1), k)
-        return fmin, jnp.take_along_axis(atoms, best, axis=1)
+@functools.lru_cache(maxsize=None)
+def _dense_pass(metric: str, k: int):
+    """Jitted ``_reduced_block`` of every point of ``chunks`` [C, CHUNK, d] against all
+    atoms."""
 
     @jax.jit
     def run(chunks, y, v):
-        fmin, best = jax.lax.map(lambda x: chunk(x, y, v), chunks)
+        fmin, best = jax.lax.map(lambda x: _reduced_block(x, y, v, metric, k), chunks)
         return fmin.reshape(-1), best.reshape(fmin.size, k)
 
     return run
+
+
+def _box_distances(lo, hi, glo, ghi, metric: str):
+    """Least and greatest distance between boxes ``[lo, hi]`` [B, 1, d] and atom-group
+    boxes ``[glo, ghi]`` [1, G, d]: [B, G] each."""
+    gap = jnp.maximum(0.0, jnp.maximum(glo - hi, lo - ghi))
+    far = jnp.maximum(hi - glo, ghi - lo)
+    if metric == "linf":
+        return gap.max(axis=-1), far.max(axis=-1)
+    return jnp.sqrt((gap * gap).sum(axis=-1)), jnp.sqrt((far * far).sum(axis=-1))
+
+
+@functools.lru_cache(maxsize=None)
+def _candidate_groups(metric: str):
+    """Jitted: which atom groups can hold one of the ``GROUP`` best atoms of some point of
+    each box of ``BOX`` consecutive points (Morton order: boxes are small).
+
+    For a box and a group, ``near − max v`` bounds the reduced cost of every pair from
+    below; ``far − min v`` of any one group bounds from above the reduced cost of its
+    ``GROUP`` atoms at every point of the box, hence each point's ``GROUP`` best values.
+    A group whose lower bound exceeds the least upper bound (by more than ``margin``, the
+    float32 rounding of both) holds none of them.  Returns [B, G] booleans.
+    """
+
+    @jax.jit
+    def run(chunks, y, v, margin):
+        x = chunks.reshape(-1, BOX, chunks.shape[-1])
+        atoms, pots = y.reshape(-1, GROUP, y.shape[-1]), v.reshape(-1, GROUP)
+        near, far = _box_distances(x.min(axis=1)[:, None], x.max(axis=1)[:, None],
+                                   atoms.min(axis=1)[None], atoms.max(axis=1)[None], metric)
+        upper = (far - pots.min(axis=1)[None]).min(axis=1)
+        return near - pots.max(axis=1)[None] <= upper[:, None] + margin
+
+    return run
+
+
+@functools.lru_cache(maxsize=None)
+def _pruned_pass(metric: str, k: int):
+    """Jitted ``_reduced_block`` of the boxes ``rows`` of ``chunks`` (``BOX`` points each)
+    against their candidate atom groups ``groups`` [R, W] (index ``G``: an empty group of
+    padding atoms appended to ``y``, ``v``)."""
+
+    @jax.jit
+    def run(chunks, y, v, rows, groups):
+        x = chunks.reshape(-1, BOX, chunks.shape[-1])[rows]
+
+        def box(args):
+            points, ids = args
+            ids = (ids[:, None] * GROUP + jnp.arange(GROUP)).reshape(-1)
+            fmin, best = _reduced_block(points, y[ids], v[ids], metric, k)
+            return fmin, ids[best]
+
+        fmin, best = jax.lax.map(box, (x, groups))
+        return fmin.reshape(-1), best.reshape(fmin.size, k)
+
+    return run
+
+
+def _reduced_pass(chunks, y, v, metric: str, k: int):
+    """Host ``(fmin [C·CHUNK], best [C·CHUNK, k])``: the c-transform of every point of
+    ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with potentials ``v`` [S], and
+    its ``k ≤ GROUP`` atoms of least reduced cost.
+
+    Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box of ``BOX``
+    consecutive points meets only its candidate groups (``_candidate_groups``, which never
+    drops a group that could hold a minimum), boxes of similar candidate counts together:
+    the result is the dense pass's, for a fraction of its work.
+    """
+    size, d = y.shape
+    if size < PRUNE_ATOMS:
+        return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
+    diam = float(partition.diameter(0, d, metric))
+    lowest = float(np.asarray(v).min())
+    margin = 2 * (d + 4) * 2.0**-24 * (diam + max(abs(lowest), float(np.asarray(v).max())))
+    keep = np.asarray(_candidate_groups(metric)(chunks, y, v, np.float32(margin)))
+    boxes, groups = keep.shape
+    counts = keep.sum(axis=1)
+    # widths: powers of two, at least MIN_WIDTH groups, all groups past half of them
+    width = np.maximum(MIN_WIDTH, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(int))
+    width = np.where(width * 2 > groups, groups, width)
+    y_ext = jnp.concatenate([y, jnp.repeat(y[:1], GROUP, axis=0)])
+    v_ext = jnp.concatenate([v, jnp.full(GROUP, lowest - 4 * diam - 1, v.dtype)])  # never best
+    fmin = np.empty(boxes * BOX, np.float32)
+    best = np.empty((boxes * BOX, k), np.int32)
+    for w in np.unique(width):
+        rows = np.flatnonzero(width == w)
+        padded = 1 << max(3, (len(rows) - 1).bit_length())
+        ids = np.full((padded, w), groups, np.int32)
+        if w == groups:
+            ids[:] = np.arange(groups)
+        else:
+            r, c = np.nonzero(keep[rows])
+            ids[r, np.arange(len(r)) - np.repeat(np.cumsum(counts[rows]) - counts[rows],
+                                                 counts[rows])] = c
+        f, b = jax.device_get(_pruned_pass(metric, k)(
+            chunks, y_ext, v_ext, np.concatenate([rows, np.repeat(rows[:1], padded - len(rows))]),
+            ids))
+        points = (rows[:, None] * BOX + np.arange(BOX)).ravel()
+        fmin[points], best[points] = f[: len(points)], b[: len(points)]
+    return fmin, best
 
 
 def _chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
@@ -339,11 +449,6 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     return cost * (1 + 2.0**-40) + float(partition.diameter(0, data.X.shape[1], metric)) * miss
 
 
-def _host(fn, *args):
-    """Run a JAX computation and bring its result to the host."""
-    return jax.device_get(fn(*args))
-
-
 def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
                        rtol: float = DEFAULT_RTOL) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
@@ -376,7 +481,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def transform(chunks, count, v):
         """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks``, float64."""
-        fmin, _ = _host(_pass(metric, 0), chunks, y, centred(v))
+        fmin, _ = _reduced_pass(chunks, y, jnp.asarray(centred(v)), metric, 0)
         return fmin[:count].astype(np.float64) - v.max()
 
     def lower_end(v):
@@ -394,7 +499,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         reduced cost."""
         chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
         rows = np.arange(level.size) if rows is None else rows
-        _, best = _host(_pass(metric, count), chunks, y, centred(v))
+        _, best = _reduced_pass(jnp.asarray(chunks), y, jnp.asarray(centred(v)), metric,
+                                 count)
         return np.repeat(rows, count) * m + best[: len(rows)].ravel()
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)

@@ -6,6 +6,7 @@ the pair contains the exact value (up to POT's own float64 round-off, 1e-12) and
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import ot
 import pytest
@@ -84,6 +85,54 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
     X = js.datasets.load("two_moons", n=n, key=3)
     for mech in (js.PMM(), js.PrivTree()):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
+    # the boxes' pass must return the dense pass's c-transform bit for bit and best atoms
+    # of the same reduced costs, also under steep potentials (far atoms win)
+    monkeypatch.setattr(exact_w1, "PRUNE_ATOMS", 0)
+    rng = np.random.default_rng(d)
+    X = rng.random((5000, d)) ** 2                                     # uneven density
+    chunks = jnp.asarray(exact_w1._chunks(X[exact_w1._morton_order(X)]))
+    m = 3000
+    atoms = rng.random((m, d))
+    atoms = atoms[exact_w1._morton_order(atoms)]
+    size = exact_w1._bucket(m)
+    y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
+    diam = 1.0 if metric == "linf" else np.sqrt(d)
+
+    def reduced(best, v):
+        diff = np.abs(np.asarray(chunks, np.float64).reshape(-1, 1, d)
+                      - np.asarray(y, np.float64)[best])
+        cost = diff.max(-1) if metric == "linf" else np.sqrt((diff**2).sum(-1))
+        return np.sort(cost - v[best], axis=1)
+
+    # potentials like transport duals (Lipschitz in the atom) plus noise; slope 2: atoms
+    # far from a point can be its best
+    slope = np.abs(np.asarray(y) - 0.3).max(axis=1)
+    for scale in (0.2, 1.0, 2.0):
+        v = -scale * slope - 0.002 * rng.random(size)
+        v[m:] = -4 * diam - 1                                          # padding atoms
+        v = v.astype(np.float32)
+        keep = np.asarray(exact_w1._candidate_groups(metric)(chunks, y, jnp.asarray(v), 0.0))
+        assert keep.mean() < 0.8  # the boxes' bounds prune (else this proves nothing)
+        for k in (0, 4, 8):
+            f_dense, b_dense = jax.device_get(
+                exact_w1._dense_pass(metric, k)(chunks, y, jnp.asarray(v)))
+            f_pruned, b_pruned = exact_w1._reduced_pass(chunks, y, jnp.asarray(v), metric, k)
+            np.testing.assert_array_equal(f_pruned, f_dense)
+            assert b_pruned.max(initial=0) < m
+            np.testing.assert_allclose(reduced(b_pruned, v), reduced(b_dense, v), atol=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
+    monkeypatch.setattr(exact_w1, "PRUNE_ATOMS", 0)
+    X = js.datasets.load("spiral", n=2500, key=4)
+    for mech in (js.PMM(), js.PrivTree(shift=True)):
+        check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)
 
 
 def measure(points, weights):

@@ -43,6 +43,25 @@ problem is the transport from its block centroids (block masses) to the atoms.
    level's dual value, its estimate, meets ``rtol``).  It stops as soon as the gap meets
    ``rtol``; at the last level (blocks are points) column generation ends at the full
    LP's optimum, where the two ends meet up to rounding.
+3. *large data*: a level of more than ``MAX_LP_BLOCKS`` blocks is too large for one
+   network simplex (its time grows faster than its size).  The levels stop at that many
+   blocks, and the points' level is then solved by regions of ``REGION`` consecutive
+   points: each region sends every atom exactly what the last plan sends it from there,
+   so the regions' LPs (column generation to their optimum, from the best arcs under
+   the last level's duals) are independent and their plans together are a coupling
+   (upper end).  Up to ``REGION_SWEEPS`` sweeps, each shifted by half a region, lower
+   it further across region boundaries while it falls by ``STALL · rtol · upper`` or
+   more; the lower end stays the last level's (the regions' duals are not one dual
+   solution).
+
+**The pass over all atoms** (c-transform, best atoms) is one jitted dense pass when
+there are few atoms.  From ``PRUNE_ATOMS`` atoms on, each box of ``BOX`` consecutive
+points meets only the groups of ``GROUP`` consecutive atoms (Morton order: compact)
+that can hold one of its points' best atoms: the least distance between the boxes minus
+the group's largest potential bounds its reduced costs from below, the greatest
+distance minus the smallest potential of any one group bounds each point's ``GROUP``
+best values from above, and a group whose lower bound exceeds that (by more than the
+float32 rounding of both) is skipped.  The result is the dense pass's.
 
 **Rounding.**  The c-transform runs in float32 (data rounded to float32, atoms are
 float32 already); its error per point is at most
@@ -107,6 +126,13 @@ BOX = 128
 PRUNE_ATOMS = 4096
 """Padded atom counts from which the pass over all atoms is pruned by boxes."""
 MIN_WIDTH = 8
+MAX_LP_BLOCKS = 1 << 17
+"""The most blocks of a level solved as one LP: the last level above the points has at
+most this many, and a points' level of more is solved by regions (``REGION``)."""
+REGION = 1 << 14
+"""Consecutive points per region of the points' level when it is solved by regions."""
+REGION_SWEEPS = 3
+"""Sweeps over the regions at most (each one shifted by half a region)."""
 """Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
@@ -197,8 +223,9 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     clusters = check_positive_int(clusters, "clusters")
     order = _morton_order(X)
     sizes = [min(clusters, n)]
-    while sizes[-1] < n:
-        sizes.append(min(REFINE * sizes[-1], n))
+    while sizes[-1] < n:  # up to MAX_LP_BLOCKS blocks, then the points
+        finer = REFINE * sizes[-1]
+        sizes.append(n if finer >= n or sizes[-1] >= MAX_LP_BLOCKS else min(finer, MAX_LP_BLOCKS))
     return ExactData(X, order, tuple(_level(X[order], q) for q in sizes))
 
 
@@ -433,6 +460,22 @@ def _sparse_lp(level: Level, atoms_w, arcs, costs):
             np.asarray(log["v"]))
 
 
+def _pushed(coarse: Level, level: Level, plan, m: int):
+    """The coupling ``_upper`` certifies (each point of a coarse block sends its mass as
+    the block does), summed over the blocks of a finer ``level``: its plan (rows, cols,
+    mass)."""
+    rows, cols, mass = plan
+    sizes = np.diff(coarse.starts)[rows]
+    ranks = np.repeat(coarse.starts[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(
+        sizes.sum())
+    keys = (np.searchsorted(level.starts, ranks, side="right") - 1) * m + np.repeat(cols, sizes)
+    order = np.argsort(keys, kind="stable")
+    keys, share = keys[order], np.repeat(mass / sizes, sizes)[order]
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    fine_rows, fine_cols = np.divmod(keys[first], m)
+    return fine_rows, fine_cols, np.add.reduceat(share, first)
+
+
 def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     """Certified upper end from a block plan: each point of a block sends its mass as the
     block does (a coupling of μ_X and ν); its float64 cost plus ``diam ·`` the marginal
@@ -494,14 +537,71 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         err = (d + 4) * 2.0**-24 * (diam + np.abs(vv).max()) + np.sqrt(d) * 2.0**-24
         return float(np.dot(w, vv) + (fmin + v.max()).mean() - err), fmin
 
+    def best_atoms(centroids, v, count):
+        """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
+        _, best = _reduced_pass(jnp.asarray(_chunks(centroids, bucket=True)), y,
+                                jnp.asarray(centred(v)), metric, count)
+        return best[: len(centroids)]
+
     def best_arcs(level, v, count, rows=None):
         """Arcs of blocks ``rows`` (all by default) to their ``count`` atoms of least
         reduced cost."""
-        chunks = level.chunks if rows is None else _chunks(level.centroids[rows], bucket=True)
-        rows = np.arange(level.size) if rows is None else rows
-        _, best = _reduced_pass(jnp.asarray(chunks), y, jnp.asarray(centred(v)), metric,
-                                 count)
+        if rows is None:
+            rows = np.arange(level.size)
+            _, best = _reduced_pass(level.chunks, y, jnp.asarray(centred(v)), metric, count)
+        else:
+            best = best_atoms(level.centroids[rows], v, count)
         return np.repeat(rows, count) * m + best[: len(rows)].ravel()
+
+    def regional(level, plan, v, shift):
+        """The points' LP by regions of ``REGION`` consecutive points (shifted by
+        ``shift``), each sending to every atom what ``plan`` sends from it: exact
+        subproblems (column generation from the best arcs under ``v``, to their optimum)
+        whose plans together are a coupling, returned."""
+        rows, cols, mass = plan
+        region = (rows + shift) // REGION
+        order = np.argsort(region, kind="stable")
+        rows, cols, mass, region = rows[order], cols[order], mass[order], region[order]
+        bounds = np.searchsorted(region, np.arange(region[-1] + 2))
+        parts = []
+        for r in range(len(bounds) - 1):
+            lo, hi = max(0, r * REGION - shift), min(level.size, (r + 1) * REGION - shift)
+            part = slice(bounds[r], bounds[r + 1])
+            used, local = np.unique(cols[part], return_inverse=True)
+            k = len(used)
+            inside = np.full(m, -1)
+            inside[used] = np.arange(k)
+            masses = level.masses[lo:hi]
+            sends = np.bincount(local, mass[part], k)
+            sends *= masses.sum() / sends.sum()
+            sub = Level(level.starts[lo:hi + 1], level.centroids[lo:hi], masses, None)
+
+            def region_arcs(blocks, potentials):
+                """Arcs of ``blocks`` to their best atoms that the region sends mass to."""
+                best = best_atoms(sub.centroids[blocks], potentials, min(CANDIDATES, m))
+                keep = inside[best] >= 0
+                return np.repeat(blocks, best.shape[1])[keep.ravel()] * k + inside[best][keep]
+
+            nw_rows, nw_cols = _northwest_arcs(masses, sends)
+            arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
+                                region_arcs(np.arange(sub.size), v))
+            chunks = jnp.asarray(_chunks(sub.centroids, bucket=True))
+            for _ in range(MAX_ROUNDS):
+                r_, c_ = np.divmod(arcs, k)
+                *sub_plan, u, duals = _sparse_lp(
+                    sub, sends, arcs, pair_cost(sub.centroids[r_], atoms[used[c_]], metric))
+                # the region's duals as potentials of all atoms (the others never best)
+                own = np.full(m, duals.min() - 4.0 * diam - 1)
+                own[used] = duals
+                violating = np.flatnonzero(transform(chunks, sub.size, own) < u - 1e-12)
+                if violating.size == 0:
+                    break
+                grown = _unique_arcs(arcs, region_arcs(violating, own))
+                if len(grown) == len(arcs):
+                    break
+                arcs = grown
+            parts.append((sub_plan[0] + lo, used[sub_plan[1]], sub_plan[2]))
+        return tuple(np.concatenate(part) for part in zip(*parts))
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
 
@@ -522,14 +622,24 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             lower = max(lower, lower_end(v)[0])
         return value, fmin
 
-    for coarse, level in zip((None,) + data.levels[:-1], data.levels):
+    coarse = None  # the last level solved
+    for level in data.levels:
         if upper - lower <= rtol * upper:
             break
         coarsest, finest = coarse is None, level is data.levels[-1]
+        if finest and not coarsest and level.size > MAX_LP_BLOCKS:  # by regions
+            plan = _pushed(coarse, level, plan, m)
+            for sweep in range(REGION_SWEEPS):
+                plan = regional(level, plan, v, sweep * REGION // 2 % REGION)
+                previous, upper = upper, min(upper, _upper(data, level, atoms, w, plan, metric))
+                if upper - lower <= rtol * upper or previous - upper < STALL * rtol * upper:
+                    break
+            break
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
             lower = max(lower, lower_end(v)[0])
+            coarse = level
             continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
@@ -561,6 +671,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
         if (coarsest or not finest) and upper - lower > rtol * upper:
             lower = max(lower, lower_end(v)[0])  # as the level is left
+        coarse = level
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
                       "the pair is still certified", stacklevel=2)

@@ -126,6 +126,7 @@ BOX = 128
 PRUNE_ATOMS = 4096
 """Padded atom counts from which the pass over all atoms is pruned by boxes."""
 MIN_WIDTH = 8
+"""Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 MAX_LP_BLOCKS = 1 << 17
 """The most blocks of a level solved as one LP: the last level above the points has at
 most this many, and a points' level of more is solved by regions (``REGION``)."""
@@ -133,7 +134,6 @@ REGION = 1 << 14
 """Consecutive points per region of the points' level when it is solved by regions."""
 REGION_SWEEPS = 3
 """Sweeps over the regions at most (each one shifted by half a region)."""
-"""Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper

@@ -246,13 +246,23 @@ def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarra
 
 
 def _smallest(values, count):
-    """Column indices of the ``count`` smallest entries of each row (ties: first)."""
-    cols = jnp.arange(values.shape[1])[None, :]
+    """Column indices of ``count`` small entries of each row of nonnegative float32
+    ``values``: the smallest, up to near-ties.
+
+    Each value's lowest ``b = ⌈log2(columns)⌉`` bits are replaced by its column, so one
+    integer minimum per pick finds value and column together (XLA's CPU argmin is several
+    times slower); values closer than a relative ``2^(b−23)`` may come in either order.
+    Only candidate arcs are chosen this way, never a certified number.
+    """
+    bits = max(1, (values.shape[1] - 1).bit_length())
+    low_bits = (1 << bits) - 1
+    keys = ((jax.lax.bitcast_convert_type(values, jnp.int32) & ~low_bits)
+            | jnp.arange(values.shape[1], dtype=jnp.int32)[None, :])
     picks = []
     for _ in range(count):
-        j = jnp.argmin(values, axis=1)
-        picks.append(j)
-        values = jnp.where(cols == j[:, None], jnp.inf, values)
+        smallest = keys.min(axis=1)
+        picks.append(smallest & low_bits)
+        keys = jnp.where(keys == smallest[:, None], jnp.iinfo(jnp.int32).max, keys)
     return jnp.stack(picks, axis=1)
 
 
@@ -264,14 +274,16 @@ def _reduced_block(x, y, v, metric: str, k: int):
     The best atoms are found among the ``k`` groups of ``GROUP`` consecutive atoms with the
     smallest minima, which hold them: a group holding one of the ``k`` best atoms ``a`` has
     a minimum ``≤`` its value, and only groups holding one of the fewer than ``k`` atoms
-    below ``a`` can have a smaller one.  Padding atoms carry potentials far below the
-    others and are never chosen.
+    below ``a`` can have a smaller one (up to the near-ties of ``_smallest``: potentials
+    ``v ≤ 0`` keep reduced costs nonnegative).  Padding atoms carry potentials far below
+    the others and are never chosen.
     """
     reduced = _cost_block(x, y, metric) - v[None, :]
-    fmin = reduced.min(axis=1)
     if k == 0:
-        return fmin, jnp.zeros((x.shape[0], 0), jnp.int32)
-    groups = _smallest(reduced.reshape(x.shape[0], -1, GROUP).min(axis=2), k)
+        return reduced.min(axis=1), jnp.zeros((x.shape[0], 0), jnp.int32)
+    minima = reduced.reshape(x.shape[0], -1, GROUP).min(axis=2)
+    fmin = minima.min(axis=1)
+    groups = _smallest(minima, k)
     atoms = (groups[:, :, None] * GROUP + jnp.arange(GROUP)).reshape(x.shape[0], -1)
     best = _smallest(jnp.take_along_axis(reduced, atoms, axis=1), k)
     return fmin, jnp.take_along_axis(atoms, best, axis=1)

@@ -284,3 +284,10 @@ pd.concat(probs, axis=1).round(3)
 # * All numbers are the certified ℓ∞ bracket of every replicate; on these data its lower
 #   end is within a few per cent of the Sinkhorn estimate (section 2), its upper end about
 #   twice W1.
+# * **On the full-data W1** (notebook 6, section 5: the certified pair at most 1% wide, six
+#   releases per point) the constants at 1/3 do not remove the gap: Adaptive against PMM
+#   0.027 against 0.037 at d = 4 and 0.074 against 0.110 at d = 8, ratios 0.73 and 0.67,
+#   against 0.70 and 0.60 with the constants at 0.5 (0.055 against 0.078, 0.155 against
+#   0.257).  The bracket, twice
+#   W1 wide, hid that difference; the cell-boundary explanation above accounts for the
+#   size of W1 at 0.5, not for the ordering.

@@ -255,7 +255,8 @@ display(rerun_rates[["data", "slope", "ci_low", "ci_high", "theory_exponent"]].r
 #   0.055 against 0.078 (d = 4) and 0.155 against 0.257 (d = 8), as the bracket's upper
 #   end said in notebook 2.  With the constants at 1/3, where notebook 2's bracket saw the
 #   gap shrink to within its width, the full-data W1 still orders them: 0.027 against
-#   0.037 (d = 4) and 0.074 against 0.110 (d = 8), a ratio of about 0.7, as at 0.5.
+#   0.037 (d = 4) and 0.074 against 0.110 (d = 8): ratios 0.73 and 0.67, against 0.70 and
+#   0.60 at 0.5.
 #   Adaptive's larger spread (its ±1.96 s.e. 0.007–0.047) comes from its random depth.
 # * **Pruning costs no accuracy.**  The ratio of mean full-data W1, Pruned-PMM over full
 #   PMM at r = 15, is 0.98–1.05 over the nine shapes (notebook 3's bracket: 0.98–1.03),

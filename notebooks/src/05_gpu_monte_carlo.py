@@ -145,10 +145,11 @@ pd.DataFrame(throughput).round(2)
 # machine printed above).  On a GPU the parameter cell switches to 10^4–10^5 replicates
 # per cell; nothing else changes, and replicate `s` is the same release on every device.
 #
-# * Throughput on this 2-core CPU: 28 replicates/s for the Fig. 2 cell (n = 30000,
-#   d = 8), 88/s for PMM and Pruned-PMM on the spiral at r = 15, 131/s for PrivTree up to
-#   n = 10^5, each with its certified bracket; compilation took 1–7 s per sweep (with a
-#   warm persistent cache).
+# * Throughput on this 2-core CPU: 24 replicates/s for the Fig. 2 cell (n = 30000,
+#   d = 8), 67/s for PMM and Pruned-PMM on the spiral at r = 15, 89/s for PrivTree up to
+#   n = 10^5, each with its certified bracket, in this run, which shared the two cores
+#   with a test run (28, 78 and 121/s on the idle machine the day before); compilation
+#   took 3–15 s per sweep.
 # * Fig. 2 cell: the lower bound is 0.144 ± 0.004 for Adaptive Pruned-PMM against 0.250
 #   for PMM, as in notebook 2.  The selection frequencies agree with the exact
 #   exponential-mechanism probabilities within two standard errors: nearly uniform

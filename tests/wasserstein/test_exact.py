@@ -148,10 +148,11 @@ def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_points_by_regions(metric, monkeypatch):
-    # a points' level above MAX_LP_BLOCKS is solved by regions (6 of 512 points below one
-    # LP of 1024 blocks, or 12 below 256 blocks): the pair contains POT's value, and the
-    # regions' coupling (upper end) is within 2% of it (what each region sends each atom
-    # is the blocks' plan's); the lower end is the blocks' duals
+    # a points' level above MAX_LP_BLOCKS is solved by regions (6 of 512 points, below one
+    # LP of 1024 or of 256 blocks; shifted sweeps where the gap stays above rtol): the
+    # pair contains POT's value, and the regions' coupling (upper end) is within 2% of it
+    # (what each region sends each atom is the blocks' plan's); the lower end is the
+    # blocks' duals
     monkeypatch.setattr(exact_w1, "REGION", 512)
     X = js.datasets.load("spiral", n=3000, key=5)
     for mech in (js.PMM(), js.PrivTree(shift=True)):

@@ -372,8 +372,9 @@ def _reduced_pass(chunks, y, v, metric: str, k: int):
     if size < PRUNE_ATOMS:
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))
-    lowest = float(np.asarray(v).min())
-    margin = 2 * (d + 4) * 2.0**-24 * (diam + max(abs(lowest), float(np.asarray(v).max())))
+    potentials = np.asarray(v)
+    lowest = float(potentials.min())
+    margin = 2 * (d + 4) * 2.0**-24 * (diam + max(abs(lowest), float(potentials.max())))
     keep = np.asarray(_candidate_groups(metric)(chunks, y, v, np.float32(margin)))
     boxes, groups = keep.shape
     counts = keep.sum(axis=1)

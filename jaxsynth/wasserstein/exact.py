@@ -473,17 +473,23 @@ def _sparse_lp(level: Level, atoms_w, arcs, costs):
             np.asarray(log["v"]))
 
 
-def _pushed(coarse: Level, level: Level, plan, m: int):
-    """The coupling ``_upper`` certifies (each point of a coarse block sends its mass as
-    the block does), summed over the blocks of a finer ``level``: its plan (rows, cols,
-    mass)."""
+def _point_shares(level: Level, plan):
+    """A block plan as the coupling of points it stands for (each point of a block sends
+    its mass as the block does): (Morton ranks, atoms, masses), one entry per point-arc."""
     rows, cols, mass = plan
-    sizes = np.diff(coarse.starts)[rows]
-    ranks = np.repeat(coarse.starts[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(
+    sizes = np.diff(level.starts)[rows]
+    ranks = np.repeat(level.starts[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(
         sizes.sum())
-    keys = (np.searchsorted(level.starts, ranks, side="right") - 1) * m + np.repeat(cols, sizes)
+    return ranks, np.repeat(cols, sizes), np.repeat(mass / sizes, sizes)
+
+
+def _pushed(coarse: Level, level: Level, plan, m: int):
+    """The coupling ``_upper`` certifies (``_point_shares`` of the coarse plan), summed
+    over the blocks of a finer ``level``: its plan (rows, cols, mass)."""
+    ranks, cols, share = _point_shares(coarse, plan)
+    keys = (np.searchsorted(level.starts, ranks, side="right") - 1) * m + cols
     order = np.argsort(keys, kind="stable")
-    keys, share = keys[order], np.repeat(mass / sizes, sizes)[order]
+    keys, share = keys[order], share[order]
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     fine_rows, fine_cols = np.divmod(keys[first], m)
     return fine_rows, fine_cols, np.add.reduceat(share, first)
@@ -493,12 +499,8 @@ def _upper(data: ExactData, level: Level, atoms, weights, plan, metric):
     """Certified upper end from a block plan: each point of a block sends its mass as the
     block does (a coupling of μ_X and ν); its float64 cost plus ``diam ·`` the marginal
     error left by the solver's round-off."""
-    rows, cols, mass = plan
-    sizes = np.diff(level.starts)[rows]
-    first = np.repeat(level.starts[rows] - np.cumsum(sizes) + sizes, sizes)
-    points = data.order[first + np.arange(sizes.sum())]
-    share = np.repeat(mass / sizes, sizes)
-    cols = np.repeat(cols, sizes)
+    ranks, cols, share = _point_shares(level, plan)
+    points = data.order[ranks]
     cost = float(np.dot(share, pair_cost(data.X[points], atoms[cols], metric)))
     miss = (np.abs(np.bincount(points, share, data.n) - 1.0 / data.n).sum()
             + np.abs(np.bincount(cols, share, len(weights)) - weights).sum())

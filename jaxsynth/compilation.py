@@ -1,21 +1,47 @@
-"""The persistent compilation cache: a second run skips XLA compilation.
+"""Work kept between runs: a second run neither compiles nor traces the engine's kernels.
 
-The library never changes JAX's configuration by itself; applications opt in.  The
-``jaxsynth`` command line calls ``enable_compilation_cache()`` before it computes
-anything (``--no-cache`` or ``JAXSYNTH_NO_CACHE=1`` opt out), and the notebooks call it in
-their first cell.
+Two caches, both in one directory and both opt-in (the library never changes JAX's
+configuration by itself): the ``jaxsynth`` command line calls
+``enable_compilation_cache()`` before it computes anything (``--no-cache`` or
+``JAXSYNTH_NO_CACHE=1`` opt out), and the notebooks call it in their first cell.
+
+* **compiled executables**: JAX's persistent compilation cache (XLA is skipped);
+* **traced programs**: ``exported_jit`` functions keep the StableHLO of each traced call
+  on disk (``jax.export``), in ``<directory>/exported``.  JAX's cache skips XLA but not
+  tracing, which is most of a warm run's start-up (a vmapped kernel with loops takes
+  seconds to trace); a program read back is only lowered and fetched from the
+  compilation cache.  A program is found again only under the same key: the function,
+  its static arguments, the shapes and dtypes of its arrays, the platform, the JAX
+  version and configuration that change a trace, and a hash of jaxsynth's own source
+  files, so any change to the code traces afresh.  Whatever cannot be exported or read
+  back runs as a plain ``jax.jit`` call, as does a call on arrays spread over several
+  devices.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import inspect
 import os
+import tempfile
 import warnings
 from pathlib import Path
 
 import jax
+import numpy as np
 
 ENV_DIR = "JAXSYNTH_CACHE_DIR"
 ENV_OFF = "JAXSYNTH_NO_CACHE"
+EXPORTED = "exported"
+"""Subdirectory of the cache directory that holds the traced programs."""
+TRACE_CONFIG = ("jax_enable_x64", "jax_default_prng_impl", "jax_threefry_partitionable",
+                "jax_numpy_rank_promotion", "jax_default_matmul_precision")
+"""JAX options that change what a trace produces (part of a program's key)."""
+
+_exported_dir: Path | None = None
+"""Where ``exported_jit`` keeps programs: set by ``enable_compilation_cache``."""
 
 
 def default_cache_dir() -> Path:
@@ -50,4 +76,133 @@ def enable_compilation_cache(path=None) -> Path | None:
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    global _exported_dir
+    _exported_dir = directory / EXPORTED
     return directory
+
+
+def disable_exported_programs() -> None:
+    """Stop reading and writing traced programs (the compilation cache stays as it is)."""
+    global _exported_dir
+    _exported_dir = None
+
+
+def exported_jit(fun=None, *, static_argnames: tuple = ()):
+    """``jax.jit(fun, static_argnames=...)`` whose traced programs persist across runs.
+
+    While the cache is on (``enable_compilation_cache``), a call's program is read from
+    ``<cache>/exported`` when it is there and exported there when it is not; calls
+    without the cache, with arrays on several devices, or with a static argument that
+    has no reproducible name (a lambda, a local function, a ``repr`` with an object
+    address) are plain ``jax.jit`` calls; so is a ``fun`` that is not a module-level
+    function.  The
+    arguments other than ``static_argnames`` are pytrees of arrays; the results are the
+    same arrays a plain call gives (the same program, compiled by the same XLA).
+    """
+    if fun is None:
+        return functools.partial(exported_jit, static_argnames=tuple(static_argnames))
+    jitted = jax.jit(fun, static_argnames=static_argnames)
+    signature = inspect.signature(fun)
+    programs: dict[str, object] = {}
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        directory = _exported_dir
+        if directory is None:
+            return jitted(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        static = {k: v for k, v in bound.arguments.items() if k in static_argnames}
+        dynamic = {k: v for k, v in bound.arguments.items() if k not in static_argnames}
+        leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+        key = _program_key(fun, static, treedef, leaves)
+        if key is None:
+            return jitted(*args, **kwargs)
+        if key not in programs:
+            programs[key] = _program(directory, key, fun, static, treedef, leaves) or jitted
+        program = programs[key]
+        return jitted(*args, **kwargs) if program is jitted else program(*leaves)
+
+    return call
+
+
+def _program_key(fun, static: dict, treedef, leaves) -> str | None:
+    """The hex digest naming a call's program, or ``None`` when it cannot be named."""
+    shapes = []
+    for leaf in leaves:
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None and len(sharding.device_set) > 1:
+            return None
+        shapes.append((np.shape(leaf), str(np.result_type(leaf))))
+    names = [_static_name(fun)] + [_static_name(v) for _, v in sorted(static.items())]
+    if None in names:
+        return None
+    config = tuple(str(getattr(jax.config, option, None)) for option in TRACE_CONFIG)
+    text = repr((names, sorted(static), str(treedef), shapes, config, jax.__version__,
+                 jax.default_backend(), _source_hash()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _static_name(value) -> str | None:
+    """A text that names a static argument in every run, or ``None``: a function by its
+    module and name (not a lambda or a local function, whose names are not unique), any
+    other value by a ``repr`` without an object address."""
+    if inspect.isfunction(value):
+        name = f"{value.__module__}.{value.__qualname__}"
+        return None if "<" in name else name
+    text = repr(value)
+    return None if " at 0x" in text else text
+
+
+@functools.cache
+def _source_hash() -> str:
+    """A digest of every jaxsynth source file: programs traced from other code never match."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _program(directory: Path, key: str, fun, static: dict, treedef, leaves):
+    """The jitted call of the exported program ``key`` (read, or exported and written);
+    ``None`` when it can be neither."""
+    path = directory / f"{key}.bin"
+    try:
+        exported = jax.export.deserialize(bytearray(path.read_bytes()))
+    except Exception:  # noqa: BLE001 - missing or unreadable (any error of a garbled file)
+        exported = _export(fun, static, treedef, leaves)
+        if exported is None:
+            return None
+        with contextlib.suppress(ImportError):  # no flatbuffers: this process only
+            _write_atomically(path, exported.serialize())
+    return jax.jit(exported.call)
+
+
+def _export(fun, static: dict, treedef, leaves):
+    def flat(*flat_leaves):
+        return fun(**jax.tree_util.tree_unflatten(treedef, flat_leaves), **static)
+
+    specs = [jax.ShapeDtypeStruct(np.shape(x), np.result_type(x)) for x in leaves]
+    try:
+        return jax.export.export(jax.jit(flat), platforms=(jax.default_backend(),))(*specs)
+    except Exception:  # noqa: BLE001 - a program export cannot serialise runs as plain jit
+        return None
+
+
+def _write_atomically(path: Path, data) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its directory (no reader
+    ever sees a partial program); a directory that cannot be written is left alone."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(bytes(data))
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)

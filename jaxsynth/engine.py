@@ -10,7 +10,8 @@ data tree).  ``run`` executes a plan for any number of replicate keys:
   the plan on this device, or the next power of two of the grid when smaller), the last
   chunk padded, so a plan compiles once per ``C`` — a new ε list or seed count reuses it;
 * the kernel is jitted at this one boundary (``_run_chunk``, a module-level function whose
-  static arguments are the kernel and its options), so compilations are cached by JAX;
+  static arguments are the kernel and its options), so compilations are cached by JAX,
+  and, with the cache on, its traced programs on disk (``compilation.exported_jit``);
 * with several devices, each chunk's replicates are sharded over them (a one-axis mesh;
   jit partitions the vmapped kernel, computation following the data);
 * results stay on the device; ``release`` wraps them in one ``SyntheticMeasure``.
@@ -39,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxsynth.compilation import exported_jit
 from jaxsynth.core.frontier import REPLICATES
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 
@@ -119,7 +121,7 @@ class Plan:
         return SCALARS + self.info_fields + self.diagnostic_fields + overflow + needed + extra
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "static", "fields"))
+@exported_jit(static_argnames=("kernel", "static", "fields"))
 def _run_chunk(kernel, static, fields, keys, eps_index, params, shared, token):
     """One chunk: the kernel vmapped over replicates (keys [C, 2], ε indices [C])."""
     per_replicate = jax.tree_util.tree_map(lambda a: a[eps_index], params)

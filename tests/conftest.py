@@ -20,6 +20,12 @@ The test process runs with ``JAXSYNTH_NO_CACHE=1`` (the command line's ``main``,
 in process, would otherwise turn JAX's persistent compilation cache on for every later
 test).  Subprocesses the tests start (the command line, notebook kernels) choose their
 own caches.
+
+Workers.  The suite runs on ``pytest-xdist`` workers, one per core up to four (``addopts``
+in ``pyproject.toml``): most of a test's time is one thread tracing and compiling, so
+two workers on two cores take little more than half as long.  Work is handed out a file
+at a time (``--dist loadfile``: a module's fixtures are computed once, in one worker).
+``pytest -n 0`` runs everything in this process.
 """
 
 import os

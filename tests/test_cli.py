@@ -144,12 +144,12 @@ def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
 @pytest.mark.slow
 def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     # reduced form: two of the demo's three sizes (compilation dominates the runtime)
-    monkeypatch.setattr("jaxsynth.cli.DEMO_N", (1000, 3000))
+    monkeypatch.setattr("jaxsynth.cli.DEMO_N", (1000, 2000))
     out_dir = tmp_path / "new" / "results"  # created when missing
     assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
     df = pd.read_csv(out_dir / "jaxsynth-demo.csv")
-    assert len(df) == 2 * 2 * 4 and set(df.n) == {1000, 3000}
-    assert set(df.depth) == {10, 12}  # the ambient-depth rule ceil(log2(eps n))
+    assert len(df) == 2 * 2 * 4 and set(df.n) == {1000, 2000}
+    assert set(df.depth) == {10, 11}  # the ambient-depth rule ceil(log2(eps n))
     assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed

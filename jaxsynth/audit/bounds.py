@@ -17,7 +17,6 @@ asymptotic), and conservative for every sample size.  This is the standard audit
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def cp_lower(k, n, alpha):
@@ -26,6 +25,8 @@ def cp_lower(k, n, alpha):
     ``P[p ≥ cp_lower(k, n, α)] ≥ 1 − α``: the ``α`` quantile of ``Beta(k, n − k + 1)``,
     and 0 when ``k = 0``.  Vectorised over arrays.
     """
+    from scipy import stats  # here: scipy.stats takes ~1 s to import, the CLI's start-up
+
     k, n = np.asarray(k, np.float64), np.asarray(n, np.float64)
     with np.errstate(invalid="ignore"):
         value = stats.beta.ppf(alpha, np.maximum(k, 1e-300), n - k + 1)
@@ -35,6 +36,8 @@ def cp_lower(k, n, alpha):
 def cp_upper(k, n, alpha):
     """One-sided Clopper–Pearson upper bound at level ``1 − α``: the ``1 − α`` quantile
     of ``Beta(k + 1, n − k)``, and 1 when ``k = n``."""
+    from scipy import stats
+
     k, n = np.asarray(k, np.float64), np.asarray(n, np.float64)
     with np.errstate(invalid="ignore"):
         value = stats.beta.ppf(1.0 - alpha, k + 1, np.maximum(n - k, 1e-300))

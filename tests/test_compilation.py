@@ -1,0 +1,127 @@
+"""Traced programs kept across runs (``jaxsynth.compilation.exported_jit``).
+
+Truth: a program read back from disk is the program a plain ``jax.jit`` call traces, so
+its results are bit for bit the plain call's, and reading it back traces nothing (the
+traced function's Python body, which runs only while tracing, is not entered).  A new
+process is simulated by a new wrapper (its in-process table of programs is empty).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxsynth as js
+from jaxsynth import compilation
+
+
+def _scale(x, y):
+    return x * y
+
+
+def _shift(x, y):
+    return x + y
+
+
+TRACES = []
+"""One entry per trace of ``combine``."""
+
+
+def combine(op, power, data, token):
+    TRACES.append(1)  # runs only while JAX traces
+    values = op(data["x"], data["y"]) ** power
+    return {"sum": jnp.sum(values), "values": jnp.where(token, values, -values)}
+
+
+@pytest.fixture
+def exported_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(compilation, "_exported_dir", tmp_path / "exported")
+    return tmp_path / "exported"
+
+
+def _data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.normal(size=n).astype(np.float32), "y": rng.normal(size=n).astype(np.float32)}
+
+
+def test_a_program_read_back_is_not_traced_and_gives_the_plain_results(exported_dir):
+    traces, fun = TRACES, combine
+    traces.clear()
+    plain = jax.jit(fun, static_argnames=("op", "power"))(_scale, 3, _data(5), jnp.bool_(True))
+    first = compilation.exported_jit(fun, static_argnames=("op", "power"))
+    out = first(_scale, 3, _data(5), token=jnp.bool_(True))
+    assert len(traces) == 2 and len(list(exported_dir.glob("*.bin"))) == 1
+    again = compilation.exported_jit(fun, static_argnames=("op", "power"))  # a new process
+    for call in (again, again):
+        read = call(_scale, 3, _data(5), jnp.bool_(True))
+        assert len(traces) == 2  # nothing traced: the program came from disk
+        for result in (out, read):
+            assert result.keys() == plain.keys()
+            for k in plain:
+                np.testing.assert_array_equal(np.asarray(result[k]), np.asarray(plain[k]))
+    other = again(_scale, 3, _data(5, seed=1), jnp.bool_(False))  # new values, same program
+    np.testing.assert_allclose(other["values"], -(_data(5, 1)["x"] * _data(5, 1)["y"]) ** 3,
+                               rtol=1e-6)
+    assert len(traces) == 2
+
+
+def test_a_different_static_shape_or_source_is_traced_afresh(exported_dir, monkeypatch):
+    traces, fun = TRACES, combine
+    traces.clear()
+
+    def new_wrapper():
+        return compilation.exported_jit(fun, static_argnames=("op", "power"))
+
+    new_wrapper()(_scale, 2, _data(4), jnp.bool_(True))
+    count = len(traces)
+    for args in [(_shift, 2, _data(4)), (_scale, 3, _data(4)), (_scale, 2, _data(6))]:
+        out = new_wrapper()(*args, jnp.bool_(True))
+        assert len(traces) > count, args
+        count = len(traces)
+        op, power, data = args
+        np.testing.assert_allclose(out["values"], op(data["x"], data["y"]) ** power, rtol=1e-6)
+    new_wrapper()(_shift, 2, _data(4), jnp.bool_(True))
+    assert len(traces) == count  # each of them is on disk now
+    monkeypatch.setattr(compilation, "_source_hash", lambda: "another version of jaxsynth")
+    new_wrapper()(_shift, 2, _data(4), jnp.bool_(True))
+    assert len(traces) > count
+
+
+def test_an_unreadable_program_is_exported_again(exported_dir):
+    traces, fun = TRACES, combine
+    traces.clear()
+    compilation.exported_jit(fun, static_argnames=("op", "power"))(_scale, 2, _data(3), True)
+    (path,) = exported_dir.glob("*.bin")
+    path.write_bytes(b"not a program")
+    out = compilation.exported_jit(fun, static_argnames=("op", "power"))(
+        _scale, 2, _data(3), jnp.bool_(True))
+    np.testing.assert_allclose(out["sum"], np.sum((_data(3)["x"] * _data(3)["y"]) ** 2), rtol=1e-6)
+    assert path.read_bytes() != b"not a program"
+
+
+def test_unnameable_statics_and_no_cache_run_as_plain_jit(exported_dir, monkeypatch):
+    traces, fun = TRACES, combine
+    traces.clear()
+    call = compilation.exported_jit(fun, static_argnames=("op", "power"))
+    out = call(lambda x, y: x - y, 2, _data(3), jnp.bool_(True))  # a lambda's name is not unique
+    np.testing.assert_allclose(out["values"], (_data(3)["x"] - _data(3)["y"]) ** 2, rtol=1e-6)
+    local = compilation.exported_jit(lambda op, power, data, token: combine(op, power, data, token),
+                                     static_argnames=("op", "power"))
+    local(_scale, 2, _data(3), jnp.bool_(True))
+    monkeypatch.setattr(compilation, "_exported_dir", None)
+    call(_scale, 2, _data(3), jnp.bool_(True))
+    assert not exported_dir.exists()
+
+
+@pytest.mark.parametrize("mechanism", [js.PMM(), js.PrunedPMM(), js.PrivTree(shift=True)],
+                         ids=["pmm", "pruned-pmm", "privtree-shift"])
+def test_releases_from_exported_kernels_equal_plain_releases(mechanism, exported_dir):
+    X = js.datasets.load("spiral", n=700, key=0)
+    key = jax.random.key(3)
+    cached = js.release_batch(key, mechanism, X, [0.5, 2.0], seeds=3)
+    assert list(exported_dir.glob("*.bin"))  # the engine's kernel went through the cache
+    compilation.disable_exported_programs()
+    plain = js.release_batch(key, mechanism, X, [0.5, 2.0], seeds=3)
+    for field in ("points", "weights", "size", "depth"):
+        np.testing.assert_array_equal(np.asarray(getattr(cached, field)),
+                                      np.asarray(getattr(plain, field)))

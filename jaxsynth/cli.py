@@ -27,7 +27,7 @@ import pandas as pd
 DEMO_MECHANISMS = ("pmm", "pruned-pmm")
 DEMO_DATA = "spiral"
 DEMO_N = (1000, 2000, 4000)
-DEMO_SEEDS = 32
+DEMO_SEEDS = 16
 
 
 class _Parser(argparse.ArgumentParser):

@@ -81,12 +81,6 @@ def enable_compilation_cache(path=None) -> Path | None:
     return directory
 
 
-def disable_exported_programs() -> None:
-    """Stop reading and writing traced programs (the compilation cache stays as it is)."""
-    global _exported_dir
-    _exported_dir = None
-
-
 def exported_jit(fun=None, *, static_argnames: tuple = ()):
     """``jax.jit(fun, static_argnames=...)`` whose traced programs persist across runs.
 
@@ -95,9 +89,9 @@ def exported_jit(fun=None, *, static_argnames: tuple = ()):
     without the cache, with arrays on several devices, or with a static argument that
     has no reproducible name (a lambda, a local function, a ``repr`` with an object
     address) are plain ``jax.jit`` calls; so is a ``fun`` that is not a module-level
-    function.  The
-    arguments other than ``static_argnames`` are pytrees of arrays; the results are the
-    same arrays a plain call gives (the same program, compiled by the same XLA).
+    function.  The arguments other than ``static_argnames`` are pytrees of arrays; the
+    results are the same arrays a plain call gives (the same program, compiled by the
+    same XLA).
     """
     if fun is None:
         return functools.partial(exported_jit, static_argnames=tuple(static_argnames))
@@ -133,14 +127,27 @@ def _program_key(fun, static: dict, treedef, leaves) -> str | None:
         sharding = getattr(leaf, "sharding", None)
         if sharding is not None and len(sharding.device_set) > 1:
             return None
-        shapes.append((np.shape(leaf), str(np.result_type(leaf))))
+        shapes.append(str(_spec(leaf)))
+    platform = _platform(leaves)
     names = [_static_name(fun)] + [_static_name(v) for _, v in sorted(static.items())]
     if None in names:
         return None
     config = tuple(str(getattr(jax.config, option, None)) for option in TRACE_CONFIG)
     text = repr((names, sorted(static), str(treedef), shapes, config, jax.__version__,
-                 jax.default_backend(), _source_hash()))
+                 platform, _source_hash()))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _spec(leaf) -> jax.ShapeDtypeStruct:
+    """The shape and dtype a jitted call sees for ``leaf`` (64-bit types as JAX narrows them)."""
+    return jax.ShapeDtypeStruct(np.shape(leaf), jax.dtypes.canonicalize_dtype(np.result_type(leaf)))
+
+
+def _platform(leaves) -> str:
+    """Where a call runs: the platform of its arrays already on a device, else JAX's default."""
+    platforms = {device.platform for leaf in leaves if isinstance(leaf, jax.Array)
+                 for device in leaf.sharding.device_set}
+    return platforms.pop() if len(platforms) == 1 else jax.default_backend()
 
 
 def _static_name(value) -> str | None:
@@ -184,9 +191,9 @@ def _export(fun, static: dict, treedef, leaves):
     def flat(*flat_leaves):
         return fun(**jax.tree_util.tree_unflatten(treedef, flat_leaves), **static)
 
-    specs = [jax.ShapeDtypeStruct(np.shape(x), np.result_type(x)) for x in leaves]
     try:
-        return jax.export.export(jax.jit(flat), platforms=(jax.default_backend(),))(*specs)
+        return jax.export.export(jax.jit(flat), platforms=(_platform(leaves),))(
+            *map(_spec, leaves))
     except Exception:  # noqa: BLE001 - a program export cannot serialise runs as plain jit
         return None
 

@@ -111,6 +111,7 @@ def test_module_entry_point_errors_without_traceback(cli_env):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
     env = cli_env
     csv = tmp_path / "sweep.csv"

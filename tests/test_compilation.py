@@ -113,8 +113,8 @@ def test_unnameable_statics_and_no_cache_run_as_plain_jit(exported_dir, monkeypa
     assert not exported_dir.exists()
 
 
-@pytest.mark.parametrize("mechanism", [js.PMM(), js.PrunedPMM(), js.PrivTree(shift=True)],
-                         ids=["pmm", "pruned-pmm", "privtree-shift"])
+@pytest.mark.parametrize("mechanism", [js.PMM(), js.AdaptivePrunedPMM(), js.PrivTree(shift=True)],
+                         ids=["pmm", "adaptive-pruned-pmm", "privtree-shift"])
 def test_releases_from_exported_kernels_equal_plain_releases(mechanism, exported_dir,
                                                              monkeypatch):
     X = js.datasets.load("spiral", n=700, key=0)

@@ -406,6 +406,7 @@ def uninterrupted(tmp_path_factory, env):
     return _numbers(path)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_instants_then_rerun_equals_the_uninterrupted_run(
         tmp_path, env, uninterrupted):
     path = tmp_path / "sweep.csv"
@@ -433,6 +434,7 @@ def test_sigkill_at_random_instants_then_rerun_equals_the_uninterrupted_run(
     assert sorted(os.listdir(tmp_path)) == ["sweep.csv", "sweep.csv.jaxsynth.json"]
 
 
+@pytest.mark.slow
 def test_concurrent_writers_leave_one_row_per_replicate(tmp_path, env, uninterrupted):
     path = tmp_path / "sweep.csv"
     args = [*SWEEP, "--seeds", "300", "--out", str(path)]

@@ -99,6 +99,7 @@ def test_replicate_values_do_not_depend_on_the_rest_of_the_sweep(X, table):
     assert (table.w1_lower > 0).all() and (table.w1_lower < table.w1_upper).all()
 
 
+@pytest.mark.slow
 def test_replicates_at_the_ambient_depth_do_not_depend_on_the_eps_list_or_seed_split(X):
     # Truth: replicate (mechanism, eps, seed) is js.release(fold_in(key, seed), M, X, eps)
     # alone, bit for bit.  At the ambient depth PrunedPMM(engine='auto') runs eps = 1

@@ -300,6 +300,7 @@ def test_key_tags_are_distinct():
     assert len(set(tags)) == len(tags) and max(tags) < 2**27
 
 
+@pytest.mark.slow
 def test_deep_candidate_runs_in_linear_cost():
     """The ``s = 1`` candidate at ``d = 10``, ``n = 30000``, ``ε = 1``: depth ``L = 147``.
 

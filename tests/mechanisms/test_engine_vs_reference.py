@@ -304,6 +304,7 @@ def test_sparse_uniform_placement_at_depth_32():
             np.testing.assert_allclose(got, points, rtol=0, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_pruned_pmm_depth_150_in_d10_matches_reference():
     """Default packing schedule at depth 150 in d = 10: scales beyond 1e20, counts saturate."""
     X = data("line10")

@@ -204,6 +204,7 @@ def test_default_depth_is_ambient_rule(clustered):
     np.testing.assert_array_equal(np.asarray(out.depth)[:, 0], [8, 10])  # ⌈log2(εn)⌉
 
 
+@pytest.mark.slow
 def test_in_kernel_tree_w1_equals_the_general_formula(clustered):
     """The W1 a kernel accumulates while it descends equals ``js.w1`` (atoms sorted again)."""
     for mech in (js.PMM(depth=6), js.PrunedPMM(depth=6, engine="sparse"), js.PrunedPMM(depth=12)):
@@ -224,6 +225,7 @@ def test_deep_sparse_tree_costs_follow_active_nodes():
     assert int(out.leaves) <= m and float(np.sum(np.asarray(out.weights))) == pytest.approx(1, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_deep_packing_beyond_int32_scales_runs():
     """Packing at depth 150 in d = 10: the top scales reach ~1e21 (beyond int32 counts).
 
@@ -274,6 +276,7 @@ def test_bad_input_rejected(clustered, call, match):
         call(clustered)
 
 
+@pytest.mark.slow
 def test_fitted_capacity_reruns_overflows_identically(clustered):
     """A frontier sized below the root mass overflows, is rerun safely, changes nothing."""
     import dataclasses

@@ -331,6 +331,7 @@ def test_shift_batch_order_invariance(X, shifted):
             )
 
 
+@pytest.mark.slow
 def test_capacity_overflow_raises_or_doubles(X, monkeypatch):
     """A fixed capacity that overflows raises; the automatic mode doubles and reproduces."""
     # key 2 at ε = 4 reaches more than 64 cells: 64 slots overflow

@@ -146,6 +146,7 @@ def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
         check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_points_by_regions(metric, monkeypatch):
     # a points' level above MAX_LP_BLOCKS is solved by regions (6 of 512 points, below one

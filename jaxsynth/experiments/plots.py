@@ -126,11 +126,13 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     lower = LOWER_ENDS.get(column) if LOWER_ENDS.get(column) in df else None
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     groups = _groups(df, by)
+    cells = set()
     for i, (key, label, g) in enumerate(groups):
         fit = fits[key]
         color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
         dodge = DODGE ** (i - (len(groups) - 1) / 2)  # coinciding curves stay visible
         x, mean, err = _cell_means(g, column)
+        cells.update(x.tolist())
         fitted = np.isfinite(fit["slope"])
         ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=4, capsize=2,
                     label=None if fitted else label)
@@ -154,6 +156,8 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
+    if len(cells) <= CELL_TICKS:  # few cells (often within one decade): label each εn
+        ax.set_xticks(sorted(cells), [f"{v:g}" for v in sorted(cells)])
     ax.set_xlabel("ε n")
     if lower is None:
         ax.set_ylabel(f"mean {column}: {quantity(column, df)}", fontsize=9)
@@ -172,6 +176,9 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DODGE = 1.04
 """Horizontal offset factor between neighbouring groups of a rate plot (log axis)."""
+CELL_TICKS = 8
+"""A rate plot with at most this many distinct εn labels each of them on its axis (a log
+axis labels only powers of ten, often none inside a sweep's range)."""
 
 
 def _cell_means(g: pd.DataFrame, column: str):

@@ -143,6 +143,10 @@ def test_plots_write_png(tmp_path):
     assert "filled: w1_exact_upper, open: w1_exact_lower" in ylabel
     assert "certified pair of the ℓ∞ W1" in fig.axes[0].get_title()
     assert any(t.endswith(": lower end") for t in labels)
+    # each cell's eps n is labelled on the axis (a log axis would label powers of ten only)
+    ticks = fig.axes[0].get_xticks()
+    np.testing.assert_allclose(ticks, np.unique(EN))
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [f"{v:g}" for v in ticks]
     # two groups with identical means: drawn side by side, with different markers
     twin = pd.concat([df, df.assign(mechanism="pmm-copy")])
     ax = rate_plot(twin, rates=None).axes[0]

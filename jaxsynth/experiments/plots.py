@@ -157,7 +157,8 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
     if len(cells) <= CELL_TICKS:  # few cells (often within one decade): label each εn
-        ax.set_xticks(sorted(cells), [f"{v:g}" for v in sorted(cells)])
+        ticks = sorted(cells)
+        ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
     ax.set_xlabel("ε n")
     if lower is None:
         ax.set_ylabel(f"mean {column}: {quantity(column, df)}", fontsize=9)
@@ -177,8 +178,8 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 DODGE = 1.04
 """Horizontal offset factor between neighbouring groups of a rate plot (log axis)."""
 CELL_TICKS = 8
-"""A rate plot with at most this many distinct εn labels each of them on its axis (a log
-axis labels only powers of ten, often none inside a sweep's range)."""
+"""Most distinct εn values a rate plot labels one by one on its axis (a log axis labels
+only powers of ten, often none inside a sweep's range)."""
 
 
 def _cell_means(g: pd.DataFrame, column: str):

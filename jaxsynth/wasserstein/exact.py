@@ -39,8 +39,10 @@ problem is the transport from its block centroids (block masses) to the atoms.
 2. *certificate, after every solve* (the coarsest level's at its optimum): every point
    of a block sends its mass as the block does, a coupling of ``μ_X`` and ``ν`` (upper
    end); the c-transform of the atom duals over all atoms at every point (lower end, a
-   pass over all points: above the points it is taken when a level is left, or once the
-   level's dual value, its estimate, meets ``rtol``).  It stops as soon as the gap meets
+   pass over all points: above the points it is taken as the last level above them is
+   left, whose near-optimal duals usually beat those of the points' first restricted LP,
+   or once a level's dual value, its estimate, meets ``rtol``).  One pass per round gives
+   the blocks' c-transform and their best atoms together.  It stops as soon as the gap meets
    ``rtol``; at the last level (blocks are points) column generation ends at the full
    LP's optimum, where the two ends meet up to rounding.
 3. *large data*: a level of more than ``MAX_LP_BLOCKS`` blocks is too large for one
@@ -537,10 +539,15 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         return np.concatenate([v - v.max(), np.full(size - m, -4.0 * diam - 1)]).astype(
             np.float32)
 
+    def scan(chunks, count, v, k=0):
+        """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks`` (float64)
+        and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
+        fmin, best = _reduced_pass(chunks, y, jnp.asarray(centred(v)), metric, k)
+        return fmin[:count].astype(np.float64) - v.max(), best[:count]
+
     def transform(chunks, count, v):
-        """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks``, float64."""
-        fmin, _ = _reduced_pass(chunks, y, jnp.asarray(centred(v)), metric, 0)
-        return fmin[:count].astype(np.float64) - v.max()
+        """The c-transform alone."""
+        return scan(chunks, count, v)[0]
 
     def lower_end(v):
         """Certified dual value of ``v`` (float32 rounding subtracted), and the transform.
@@ -558,15 +565,9 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
                                 jnp.asarray(centred(v)), metric, count)
         return best[: len(centroids)]
 
-    def best_arcs(level, v, count, rows=None):
-        """Arcs of blocks ``rows`` (all by default) to their ``count`` atoms of least
-        reduced cost."""
-        if rows is None:
-            rows = np.arange(level.size)
-            _, best = _reduced_pass(level.chunks, y, jnp.asarray(centred(v)), metric, count)
-        else:
-            best = best_atoms(level.centroids[rows], v, count)
-        return np.repeat(rows, count) * m + best[: len(rows)].ravel()
+    def arcs_of(rows, best):
+        """Arcs of blocks ``rows`` to their atoms ``best[rows]``."""
+        return np.repeat(rows, best.shape[1]) * m + best[rows].ravel()
 
     def regional(level, plan, v, shift):
         """The points' LP by regions of ``REGION`` consecutive points (shifted by
@@ -620,25 +621,28 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
 
-    def certify(level, plan, v):
-        """Tighten the pair with a level's plan and atom duals; return the level's dual
-        value and its blocks' c-transform.  The lower end is a pass over all points: above
-        the points it is taken here only once the level's dual value (its estimate) meets
-        rtol, and otherwise when the level is left."""
+    def certify(level, plan, v, fmin):
+        """Tighten the pair with the plan and atom duals of a level above the points
+        (``fmin``: the c-transform of its blocks); return the level's dual value.  The
+        lower end is a pass over all points, taken here only once the level's dual value
+        (its estimate) meets rtol (and as the last level above the points is left)."""
         nonlocal lower, upper
         upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-        if level is data.levels[-1]:
-            value, fmin = lower_end(v)
-            lower = max(lower, value)
-            return value, fmin
-        fmin = transform(level.chunks, level.size, v)
         value = float(np.dot(w, v) + np.dot(level.masses, fmin))
         if upper - value <= rtol * upper:
             lower = max(lower, lower_end(v)[0])
-        return value, fmin
+        return value
+
+    def leave(index, v):
+        """As level ``index`` is left: if the points come next, its duals give the lower
+        end (near-optimal for the blocks, they usually beat the duals of the points' first
+        restricted LP; and the regions' duals are not one dual solution)."""
+        nonlocal lower
+        if index + 2 == len(data.levels) and upper - lower > rtol * upper:
+            lower = max(lower, lower_end(v)[0])
 
     coarse = None  # the last level solved
-    for level in data.levels:
+    for index, level in enumerate(data.levels):
         if upper - lower <= rtol * upper:
             break
         coarsest, finest = coarse is None, level is data.levels[-1]
@@ -653,39 +657,54 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-            lower = max(lower, lower_end(v)[0])
+            if finest:
+                lower = max(lower, lower_end(v)[0])
+            else:
+                leave(index, v)
             coarse = level
             continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         inherited = [] if coarsest else [_inherited_arcs(coarse, level, plan[0], plan[1], m)]
-        arcs = _unique_arcs(*inherited, best_arcs(level, v, k), nw_rows * m + nw_cols)
+        _, best = scan(level.chunks, level.size, v, k)
+        arcs = _unique_arcs(*inherited, arcs_of(np.arange(level.size), best),
+                            nw_rows * m + nw_cols)
         previous = -np.inf
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
             *plan, u, v = _sparse_lp(level, w, arcs,
                                      pair_cost(level.centroids[r], atoms[c], metric))
-            if coarsest:  # certified at its optimum, after the loop
-                fmin = transform(level.chunks, level.size, v)
-            else:
-                value, fmin = certify(level, plan, v)
+            # the blocks' c-transform, and their best atoms (one pass over all atoms)
+            if finest and not coarsest:  # the pair first: one round usually meets rtol
+                upper = min(upper, _upper(data, level, atoms, w, plan, metric))
+                value, fmin = lower_end(v)
+                lower = max(lower, value)
                 if upper - lower <= rtol * upper:
                     break
-                if not finest and value - previous < STALL * rtol * upper:
+                _, best = scan(level.chunks, level.size, v, k)
+            else:
+                fmin, best = scan(level.chunks, level.size, v, k)
+            if not coarsest and not finest:
+                value = certify(level, plan, v, fmin)
+                if upper - lower <= rtol * upper:
+                    break
+                if value - previous < STALL * rtol * upper:
                     break  # stalled: refine
                 previous = value
             # column generation: the best arcs of every block whose dual constraint fails
             violating = np.flatnonzero(fmin < u - 1e-12)
             if violating.size == 0:  # the level's LP is solved
                 break
-            grown = _unique_arcs(arcs, best_arcs(level, v, k, violating))
+            grown = _unique_arcs(arcs, arcs_of(violating, best))
             if len(grown) == len(arcs):  # the level's LP is solved
                 break
             arcs = grown
         if coarsest:  # certified at its optimum
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-        if (coarsest or not finest) and upper - lower > rtol * upper:
-            lower = max(lower, lower_end(v)[0])  # as the level is left
+            if finest:
+                lower = max(lower, lower_end(v)[0])
+        if not finest:
+            leave(index, v)
         coarse = level
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "

@@ -157,10 +157,14 @@ per_depth.round(4)
 #
 # Full-size run: nine shapes, n = 30000, ε = 1, 10 runs per shape and depth.
 #
-# * **W1: the claim holds.**  Pruned-PMM's certified ℓ∞ bounds are those of full PMM to
-#   within a few per cent on every shape (ratio of means 0.98–1.03 for the lower end,
-#   1.000–1.016 for the upper end; per-seed ratios spread by ≤ 0.005), and the depth
-#   curves coincide.  The Sinkhorn check on 1000-point subsamples scatters more (single
+# * **W1: the claim holds, to within 5%.**  On the full-data ℓ∞ W1 (certified to 1%) the
+#   ratio of means Pruned / full is 0.99–1.05 over the nine shapes: 1.04–1.05 on the
+#   annulus, the four blobs and the checkerboard, 0.99–1.01 on the others; the paired
+#   per-seed ratios spread by 0.013–0.043 (standard deviation over ten seeds), so the
+#   excess on those three shapes is several standard errors: with the same noisy counts,
+#   the pruned consistency step costs them 4–5%.  They are the shapes where pruning
+#   visits most of the tree (19–23%).  The bracket's ends (ratios 0.98–1.03 and
+#   1.000–1.016) did not show it; the depth curves coincide.  The Sinkhorn check on 1000-point subsamples scatters more (single
 #   replicates, ratio 0.76–1.20): its subsampling error is of the size of W1 itself here.
 # * **Visited nodes: the claim holds.**  At r = 15 the pruned traversal visits 5–23% of
 #   the complete tree's 65535 nodes (cross 5%, checkerboard 23%), and the counts separate

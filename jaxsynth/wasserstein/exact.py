@@ -561,9 +561,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def best_atoms(centroids, v, count):
         """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
-        _, best = _reduced_pass(jnp.asarray(_chunks(centroids, bucket=True)), y,
-                                jnp.asarray(centred(v)), metric, count)
-        return best[: len(centroids)]
+        return scan(jnp.asarray(_chunks(centroids, bucket=True)), len(centroids), v, count)[1]
 
     def arcs_of(rows, best):
         """Arcs of blocks ``rows`` to their atoms ``best[rows]``."""

@@ -164,8 +164,9 @@ per_depth.round(4)
 #   excess on those three shapes is several standard errors: with the same noisy counts,
 #   the pruned consistency step costs them 4–5%.  They are the shapes where pruning
 #   visits most of the tree (19–23%).  The bracket's ends (ratios 0.98–1.03 and
-#   1.000–1.016) did not show it; the depth curves coincide.  The Sinkhorn check on 1000-point subsamples scatters more (single
-#   replicates, ratio 0.76–1.20): its subsampling error is of the size of W1 itself here.
+#   1.000–1.016) did not show it; the depth curves coincide.  The Sinkhorn check on
+#   1000-point subsamples scatters more (single replicates, ratio 0.76–1.20): its
+#   subsampling error is of the size of W1 itself here.
 # * **Visited nodes: the claim holds.**  At r = 15 the pruned traversal visits 5–23% of
 #   the complete tree's 65535 nodes (cross 5%, checkerboard 23%), and the counts separate
 #   rapidly with depth (84× fewer at r = 20).

@@ -632,11 +632,12 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         return value
 
     def leave(index, v):
-        """As level ``index`` is left: if the points come next, its duals give the lower
-        end (near-optimal for the blocks, they usually beat the duals of the points' first
-        restricted LP; and the regions' duals are not one dual solution)."""
+        """As level ``index`` is left: its duals give the lower end if it is the points'
+        level or the last one above it (near-optimal for the blocks, those usually beat
+        the duals of the points' first restricted LP; and the regions' duals are not one
+        dual solution)."""
         nonlocal lower
-        if index + 2 == len(data.levels) and upper - lower > rtol * upper:
+        if index + 2 >= len(data.levels) and upper - lower > rtol * upper:
             lower = max(lower, lower_end(v)[0])
 
     coarse = None  # the last level solved
@@ -655,10 +656,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-            if finest:
-                lower = max(lower, lower_end(v)[0])
-            else:
-                leave(index, v)
+            leave(index, v)
             coarse = level
             continue
         k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
@@ -699,9 +697,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             arcs = grown
         if coarsest:  # certified at its optimum
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
-            if finest:
-                lower = max(lower, lower_end(v)[0])
-        if not finest:
+        if coarsest or not finest:  # (the points' own rounds took their lower end)
             leave(index, v)
         coarse = level
     if upper - lower > rtol * upper:

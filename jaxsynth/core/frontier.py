@@ -43,10 +43,11 @@ REPLICATES = "replicates"
 """Name of the engine's vmap axis over replicates."""
 
 
-def capacity_bucket(size: int) -> int:
-    """Round a capacity up to at most 1/8 slack on a coarse grid (few distinct shapes)."""
-    size = max(int(size), 8)
-    step = 1 << max(0, size.bit_length() - 4)
+def capacity_bucket(size: int, per_octave: int = 8, minimum: int = 8) -> int:
+    """Round a capacity (at least ``minimum``) up onto a grid of ``per_octave`` (a power of
+    two) values per octave: at most ``1/per_octave`` slack, few distinct shapes."""
+    size = max(int(size), minimum)
+    step = 1 << max(0, size.bit_length() - per_octave.bit_length())
     return -(-size // step) * step
 
 

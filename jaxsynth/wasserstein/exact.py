@@ -56,14 +56,9 @@ problem is the transport from its block centroids (block masses) to the atoms.
    more; the lower end stays the last level's (the regions' duals are not one dual
    solution).
 
-**The pass over all atoms** (c-transform, best atoms) is one jitted dense pass when
-there are few atoms.  From ``PRUNE_ATOMS`` atoms on, each box of ``BOX`` consecutive
-points meets only the groups of ``GROUP`` consecutive atoms (Morton order: compact)
-that can hold one of its points' best atoms: the least distance between the boxes minus
-the group's largest potential bounds its reduced costs from below, the greatest
-distance minus the smallest potential of any one group bounds each point's ``GROUP``
-best values from above, and a group whose lower bound exceeds that (by more than the
-float32 rounding of both) is skipped.  The result is the dense pass's.
+**The pass over all atoms** (c-transform, best atoms) is ``ctransform.reduced_pass``:
+jitted, in chunks of points, pruned by boxes of points and groups of atoms when there
+are many atoms.
 
 **Rounding.**  The c-transform runs in float32 (data rounded to float32, atoms are
 float32 already); its error per point is at most
@@ -79,7 +74,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import os
 import warnings
 
@@ -89,6 +83,7 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
+from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
 
 __all__ = [
     "DEFAULT_CLUSTERS",
@@ -115,20 +110,10 @@ DENSE_ARCS = 1 << 20
 (cheaper than column generation on small problems)."""
 MAX_ROUNDS = 64
 """Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
-CHUNK = 1024
-"""Points per step of the jitted pass over all atoms (memory ``CHUNK × M`` floats)."""
 MORTON_DEPTH = 64
 """Bits of the Morton code that order the data and the atoms."""
 REFINE = 8
 """Blocks of a level per block of the level above."""
-GROUP = 16
-"""Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
-BOX = 128
-"""Consecutive points (Morton order) per box of the pruned pass."""
-PRUNE_ATOMS = 4096
-"""Padded atom counts from which the pass over all atoms is pruned by boxes."""
-MIN_WIDTH = 8
-"""Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 MAX_LP_BLOCKS = 1 << 17
 """The most blocks of a level solved as one LP: the last level above the points has at
 most this many, and a points' level of more is solved by regions (``REGION``)."""
@@ -148,22 +133,6 @@ def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
     return diff.max(axis=-1) if metric == "linf" else np.sqrt((diff * diff).sum(axis=-1))
 
 
-def _cost_block(x, y, metric: str):
-    """Cost matrix [P, M] between points [P, d] and atoms [M, d] (float32, on device).
-
-    One coordinate at a time: XLA fuses it into a single [P, M] loop, where a reduction
-    over a trailing size-``d`` axis of a [P, M, d] difference is several times slower.
-    """
-    total = None
-    for k in range(x.shape[1]):
-        diff = jnp.abs(x[:, k, None] - y[None, :, k])
-        if metric == "linf":
-            total = diff if total is None else jnp.maximum(total, diff)
-        else:
-            total = diff * diff if total is None else total + diff * diff
-    return total if metric == "linf" else jnp.sqrt(total)
-
-
 def _morton_order(Z: np.ndarray) -> np.ndarray:
     """Indices sorting points of [0,1]^d along the cyclic partition's Morton order."""
     words = partition.morton_words(np.asarray(Z, np.float64), MORTON_DEPTH)
@@ -177,7 +146,8 @@ class Level:
     Attributes:
       starts: [Q + 1] block boundaries, as ranks in the Morton order.
       centroids: [Q, d] float64 block centroids; masses: [Q] block masses (sizes / n).
-      chunks: [C, CHUNK, d] float32 centroids padded to whole chunks (device).
+      chunks: [C, CHUNK, d] float32 centroids padded to whole chunks (device;
+        ``ctransform.point_chunks``).
     """
 
     starts: np.ndarray
@@ -215,7 +185,7 @@ def _level(X_sorted: np.ndarray, size: int) -> Level:
     starts = (np.arange(size + 1) * n) // size
     sizes = np.diff(starts)
     centroids = np.add.reduceat(X_sorted, starts[:-1], axis=0) / sizes[:, None]
-    return Level(starts, centroids, sizes / n, jnp.asarray(_chunks(centroids)))
+    return Level(starts, centroids, sizes / n, jnp.asarray(point_chunks(centroids)))
 
 
 def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
@@ -245,182 +215,6 @@ def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarra
         arcs.append(np.repeat(np.arange(fine.size), count) * m
                     + cols[first + np.arange(count.sum())])
     return np.concatenate(arcs)
-
-
-def _smallest(values, count):
-    """Column indices of ``count`` small entries of each row of nonnegative float32
-    ``values``: the smallest, up to near-ties.
-
-    Each value's lowest ``b = ⌈log2(columns)⌉`` bits are replaced by its column, so one
-    integer minimum per pick finds value and column together (XLA's CPU argmin is several
-    times slower); values closer than a relative ``2^(b−23)`` may come in either order.
-    Only candidate arcs are chosen this way, never a certified number.
-    """
-    bits = max(1, (values.shape[1] - 1).bit_length())
-    low_bits = (1 << bits) - 1
-    keys = ((jax.lax.bitcast_convert_type(values, jnp.int32) & ~low_bits)
-            | jnp.arange(values.shape[1], dtype=jnp.int32)[None, :])
-    picks = []
-    for _ in range(count):
-        smallest = keys.min(axis=1)
-        picks.append(smallest & low_bits)
-        keys = jnp.where(keys == smallest[:, None], jnp.iinfo(jnp.int32).max, keys)
-    return jnp.stack(picks, axis=1)
-
-
-def _reduced_block(x, y, v, metric: str, k: int):
-    """The c-transform ``min_j (c(x_i, y_j) − v_j)`` of points ``x`` [P, d] over atoms
-    ``y`` [A, d] and, if ``k > 0``, the indices (into ``y``) of each point's ``k`` atoms of
-    smallest reduced cost.
-
-    The best atoms are found among the ``k`` groups of ``GROUP`` consecutive atoms with the
-    smallest minima, which hold them: a group holding one of the ``k`` best atoms ``a`` has
-    a minimum ``≤`` its value, and only groups holding one of the fewer than ``k`` atoms
-    below ``a`` can have a smaller one (up to the near-ties of ``_smallest``: potentials
-    ``v ≤ 0`` keep reduced costs nonnegative).  Padding atoms carry potentials far below
-    the others and are never chosen.
-    """
-    reduced = _cost_block(x, y, metric) - v[None, :]
-    if k == 0:
-        return reduced.min(axis=1), jnp.zeros((x.shape[0], 0), jnp.int32)
-    minima = reduced.reshape(x.shape[0], -1, GROUP).min(axis=2)
-    fmin = minima.min(axis=1)
-    groups = _smallest(minima, k)
-    atoms = (groups[:, :, None] * GROUP + jnp.arange(GROUP)).reshape(x.shape[0], -1)
-    best = _smallest(jnp.take_along_axis(reduced, atoms, axis=1), k)
-    return fmin, jnp.take_along_axis(atoms, best, axis=1)
-
-
-@functools.lru_cache(maxsize=None)
-def _dense_pass(metric: str, k: int):
-    """Jitted ``_reduced_block`` of every point of ``chunks`` [C, CHUNK, d] against all
-    atoms."""
-
-    @jax.jit
-    def run(chunks, y, v):
-        fmin, best = jax.lax.map(lambda x: _reduced_block(x, y, v, metric, k), chunks)
-        return fmin.reshape(-1), best.reshape(fmin.size, k)
-
-    return run
-
-
-def _box_distances(lo, hi, glo, ghi, metric: str):
-    """Least and greatest distance between boxes ``[lo, hi]`` [B, 1, d] and atom-group
-    boxes ``[glo, ghi]`` [1, G, d]: [B, G] each."""
-    gap = jnp.maximum(0.0, jnp.maximum(glo - hi, lo - ghi))
-    far = jnp.maximum(hi - glo, ghi - lo)
-    if metric == "linf":
-        return gap.max(axis=-1), far.max(axis=-1)
-    return jnp.sqrt((gap * gap).sum(axis=-1)), jnp.sqrt((far * far).sum(axis=-1))
-
-
-@functools.lru_cache(maxsize=None)
-def _candidate_groups(metric: str):
-    """Jitted: which atom groups can hold one of the ``GROUP`` best atoms of some point of
-    each box of ``BOX`` consecutive points (Morton order: boxes are small).
-
-    For a box and a group, ``near − max v`` bounds the reduced cost of every pair from
-    below; ``far − min v`` of any one group bounds from above the reduced cost of its
-    ``GROUP`` atoms at every point of the box, hence each point's ``GROUP`` best values.
-    A group whose lower bound exceeds the least upper bound (by more than ``margin``, the
-    float32 rounding of both) holds none of them.  Returns [B, G] booleans.
-    """
-
-    @jax.jit
-    def run(chunks, y, v, margin):
-        x = chunks.reshape(-1, BOX, chunks.shape[-1])
-        atoms, pots = y.reshape(-1, GROUP, y.shape[-1]), v.reshape(-1, GROUP)
-        near, far = _box_distances(x.min(axis=1)[:, None], x.max(axis=1)[:, None],
-                                   atoms.min(axis=1)[None], atoms.max(axis=1)[None], metric)
-        upper = (far - pots.min(axis=1)[None]).min(axis=1)
-        return near - pots.max(axis=1)[None] <= upper[:, None] + margin
-
-    return run
-
-
-@functools.lru_cache(maxsize=None)
-def _pruned_pass(metric: str, k: int):
-    """Jitted ``_reduced_block`` of the boxes ``rows`` of ``chunks`` (``BOX`` points each)
-    against their candidate atom groups ``groups`` [R, W] (index ``G``: an empty group of
-    padding atoms appended to ``y``, ``v``)."""
-
-    @jax.jit
-    def run(chunks, y, v, rows, groups):
-        x = chunks.reshape(-1, BOX, chunks.shape[-1])[rows]
-
-        def box(args):
-            points, ids = args
-            ids = (ids[:, None] * GROUP + jnp.arange(GROUP)).reshape(-1)
-            fmin, best = _reduced_block(points, y[ids], v[ids], metric, k)
-            return fmin, ids[best]
-
-        fmin, best = jax.lax.map(box, (x, groups))
-        return fmin.reshape(-1), best.reshape(fmin.size, k)
-
-    return run
-
-
-def _reduced_pass(chunks, y, v, metric: str, k: int):
-    """Host ``(fmin [C·CHUNK], best [C·CHUNK, k])``: the c-transform of every point of
-    ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with potentials ``v`` [S], and
-    its ``k ≤ GROUP`` atoms of least reduced cost.
-
-    Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box of ``BOX``
-    consecutive points meets only its candidate groups (``_candidate_groups``, which never
-    drops a group that could hold a minimum), boxes of similar candidate counts together:
-    the result is the dense pass's, for a fraction of its work.
-    """
-    size, d = y.shape
-    if size < PRUNE_ATOMS:
-        return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
-    diam = float(partition.diameter(0, d, metric))
-    potentials = np.asarray(v)
-    lowest = float(potentials.min())
-    margin = 2 * (d + 4) * 2.0**-24 * (diam + max(abs(lowest), float(potentials.max())))
-    keep = np.asarray(_candidate_groups(metric)(chunks, y, v, np.float32(margin)))
-    boxes, groups = keep.shape
-    counts = keep.sum(axis=1)
-    # widths: powers of two, at least MIN_WIDTH groups, all groups past half of them
-    width = np.maximum(MIN_WIDTH, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(int))
-    width = np.where(width * 2 > groups, groups, width)
-    y_ext = jnp.concatenate([y, jnp.repeat(y[:1], GROUP, axis=0)])
-    v_ext = jnp.concatenate([v, jnp.full(GROUP, lowest - 4 * diam - 1, v.dtype)])  # never best
-    fmin = np.empty(boxes * BOX, np.float32)
-    best = np.empty((boxes * BOX, k), np.int32)
-    for w in np.unique(width):
-        rows = np.flatnonzero(width == w)
-        padded = 1 << max(3, (len(rows) - 1).bit_length())
-        ids = np.full((padded, w), groups, np.int32)
-        if w == groups:
-            ids[:] = np.arange(groups)
-        else:
-            r, c = np.nonzero(keep[rows])
-            ids[r, np.arange(len(r)) - np.repeat(np.cumsum(counts[rows]) - counts[rows],
-                                                 counts[rows])] = c
-        f, b = jax.device_get(_pruned_pass(metric, k)(
-            chunks, y_ext, v_ext, np.concatenate([rows, np.repeat(rows[:1], padded - len(rows))]),
-            ids))
-        points = (rows[:, None] * BOX + np.arange(BOX)).ravel()
-        fmin[points], best[points] = f[: len(points)], b[: len(points)]
-    return fmin, best
-
-
-def _chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
-    """Points [P, d] as float32 [C, CHUNK, d] (host), padded by repeating the first; with
-    ``bucket``, C is a power of two (few shapes to compile for varying P)."""
-    count = -(-len(points) // CHUNK)
-    count = 1 << max(0, count - 1).bit_length() if bucket else count
-    padded = np.concatenate([points, np.repeat(points[:1], count * CHUNK - len(points), 0)])
-    return padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1])
-
-
-def _bucket(m: int) -> int:
-    """Padded atom count: ``2^e · {4, 5, 6, 7} / 4``, at least 256 (a multiple of ``GROUP``),
-    so that a sweep's varying atom counts compile few shapes."""
-    if m <= 256:
-        return 256
-    step = 1 << (max(0, m - 1).bit_length() - 3)
-    return -(-m // step) * step
 
 
 def _unique_arcs(*parts) -> np.ndarray:
@@ -531,7 +325,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     order = _morton_order(atoms)          # groups of consecutive atoms are compact
     atoms, w = atoms[order], w[order]
-    size = _bucket(m)
+    size = atom_bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
 
     def centred(v):
@@ -542,7 +336,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
     def scan(chunks, count, v, k=0):
         """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks`` (float64)
         and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
-        fmin, best = _reduced_pass(chunks, y, jnp.asarray(centred(v)), metric, k)
+        fmin, best = reduced_pass(chunks, y, jnp.asarray(centred(v)), metric, k)
         return fmin[:count].astype(np.float64) - v.max(), best[:count]
 
     def transform(chunks, count, v):
@@ -561,7 +355,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     def best_atoms(centroids, v, count):
         """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
-        return scan(jnp.asarray(_chunks(centroids, bucket=True)), len(centroids), v, count)[1]
+        return scan(jnp.asarray(point_chunks(centroids, bucket=True)), len(centroids), v, count)[1]
 
     def arcs_of(rows, best):
         """Arcs of blocks ``rows`` to their atoms ``best[rows]``."""
@@ -599,7 +393,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             nw_rows, nw_cols = _northwest_arcs(masses, sends)
             arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
                                 region_arcs(np.arange(sub.size), v))
-            chunks = jnp.asarray(_chunks(sub.centroids, bucket=True))
+            chunks = jnp.asarray(point_chunks(sub.centroids, bucket=True))
             for _ in range(MAX_ROUNDS):
                 r_, c_ = np.divmod(arcs, k)
                 *sub_plan, u, duals = _sparse_lp(

@@ -16,6 +16,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
+from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein import exact as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
@@ -95,14 +96,14 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     # the boxes' pass must return the dense pass's c-transform bit for bit and best atoms
     # of the same reduced costs, also under steep potentials (far atoms win); both sets
     # are the true best (brute force), up to near-ties
-    monkeypatch.setattr(exact_w1, "PRUNE_ATOMS", 0)
+    monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
     rng = np.random.default_rng(d)
     X = rng.random((5000, d)) ** 2                                     # uneven density
-    chunks = jnp.asarray(exact_w1._chunks(X[exact_w1._morton_order(X)]))
+    chunks = jnp.asarray(ctransform.point_chunks(X[exact_w1._morton_order(X)]))
     m = 3000
     atoms = rng.random((m, d))
     atoms = atoms[exact_w1._morton_order(atoms)]
-    size = exact_w1._bucket(m)
+    size = ctransform.atom_bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
     diam = 1.0 if metric == "linf" else np.sqrt(d)
 
@@ -119,14 +120,14 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
         v = -scale * slope - 0.002 * rng.random(size)
         v[m:] = -4 * diam - 1                                          # padding atoms
         v = v.astype(np.float32)
-        keep = np.asarray(exact_w1._candidate_groups(metric)(chunks, y, jnp.asarray(v), 0.0))
+        keep = np.asarray(ctransform._candidate_groups(metric)(chunks, y, jnp.asarray(v), 0.0))
         assert keep.mean() < 0.8  # the boxes' bounds prune (else this proves nothing)
         every = reduced(np.arange(size)[None, :], v, sort=False)       # brute force
         truth_best = np.sort(np.partition(every, 7, axis=1)[:, :8], axis=1)
         for k in (0, 4, 8):
             f_dense, b_dense = jax.device_get(
-                exact_w1._dense_pass(metric, k)(chunks, y, jnp.asarray(v)))
-            f_pruned, b_pruned = exact_w1._reduced_pass(chunks, y, jnp.asarray(v), metric, k)
+                ctransform._dense_pass(metric, k)(chunks, y, jnp.asarray(v)))
+            f_pruned, b_pruned = ctransform.reduced_pass(chunks, y, jnp.asarray(v), metric, k)
             np.testing.assert_array_equal(f_pruned, f_dense)
             assert b_pruned.max(initial=0) < m
             # best atoms are chosen up to near-ties: a relative 2^(b - 23) with b the bits
@@ -140,7 +141,7 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
-    monkeypatch.setattr(exact_w1, "PRUNE_ATOMS", 0)
+    monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
     X = js.datasets.load("spiral", n=2500, key=4)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)

@@ -53,8 +53,12 @@ problem is the transport from its block centroids (block masses) to the atoms.
    the last level's duals) are independent and their plans together are a coupling
    (upper end).  Up to ``REGION_SWEEPS`` sweeps, each shifted by half a region, lower
    it further across region boundaries while it falls by ``STALL · rtol · upper`` or
-   more; the lower end stays the last level's (the regions' duals are not one dual
-   solution).
+   more.  The regions' duals are not one dual solution, and the last level's blocks are
+   too large for a lower end within ``rtol``, so the lower end comes from one more LP,
+   on the *plan-adapted level*: the last level's blocks split by the atom the regions'
+   coupling sends each point to (blocks whose points are sent alike), with arc costs the
+   mean cost of a block's points (its plans are couplings of the points: upper ends as
+   well).  Its atom duals, nearly the points' own, give the lower end.
 
 **The pass over all atoms** (c-transform, best atoms) is ``ctransform.reduced_pass``:
 jitted, in chunks of points, pruned by boxes of points and groups of atoms when there
@@ -121,6 +125,9 @@ REGION = 1 << 14
 """Consecutive points per region of the points' level when it is solved by regions."""
 REGION_SWEEPS = 3
 """Sweeps over the regions at most (each one shifted by half a region)."""
+SETTLED = 0.1
+"""The plan-adapted level (large data) stops once a round lowers its LP's value by less
+than ``SETTLED · rtol · upper``."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -141,19 +148,22 @@ def _morton_order(Z: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Level:
-    """One resolution of the data: ``Q`` contiguous blocks of its Morton order.
+    """One resolution of the data: ``Q`` blocks, contiguous in the order ``ranks``.
 
     Attributes:
-      starts: [Q + 1] block boundaries, as ranks in the Morton order.
+      starts: [Q + 1] block boundaries, as positions in ``ranks``.
       centroids: [Q, d] float64 block centroids; masses: [Q] block masses (sizes / n).
       chunks: [C, CHUNK, d] float32 centroids padded to whole chunks (device;
         ``ctransform.point_chunks``).
+      ranks: [n] the points' Morton ranks in block order; ``None`` (the levels of
+        ``prepare_exact``): the Morton order itself.
     """
 
     starts: np.ndarray
     centroids: np.ndarray
     masses: np.ndarray
     chunks: jax.Array
+    ranks: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -276,7 +286,43 @@ def _point_shares(level: Level, plan):
     sizes = np.diff(level.starts)[rows]
     ranks = np.repeat(level.starts[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(
         sizes.sum())
+    if level.ranks is not None:
+        ranks = level.ranks[ranks]
     return ranks, np.repeat(cols, sizes), np.repeat(mass / sizes, sizes)
+
+
+def _adapted_level(data: ExactData, coarse: Level, plan, m: int):
+    """The blocks of ``coarse`` split by the atom each of their points sends most mass to
+    under the points' coupling ``plan`` (rows: Morton ranks): blocks whose points the
+    plan sends alike.  Returns the level and the arcs (``block · m + atom``) that carry
+    ``plan`` on it."""
+    rows, cols, mass = plan
+    order = np.lexsort((-mass, rows))
+    first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
+    main = np.empty(data.n, np.int64)
+    main[rows[first]] = cols[first]
+    parent = np.searchsorted(coarse.starts, np.arange(data.n), side="right") - 1
+    keys = parent * m + main
+    ranks = np.argsort(keys, kind="stable")  # parents stay contiguous, Morton order inside
+    keys = keys[ranks]
+    starts = np.r_[np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]), data.n]
+    sizes = np.diff(starts)
+    centroids = np.add.reduceat(data.X[data.order[ranks]], starts[:-1], axis=0) / sizes[:, None]
+    level = Level(starts, centroids, sizes / data.n,
+                  jnp.asarray(point_chunks(centroids, bucket=True)), ranks)
+    position = np.empty(data.n, np.int64)
+    position[ranks] = np.arange(data.n)
+    block = np.searchsorted(starts, position, side="right") - 1
+    return level, _unique_arcs(block[rows] * m + cols)
+
+
+def _mean_costs(data: ExactData, level: Level, rows, cols, atoms, metric):
+    """Arc costs of blocks ``rows`` to atoms ``cols``: the mean cost of the blocks' points
+    (float64), so a block plan's cost is that of the coupling of points it stands for."""
+    ranks, atom, _ = _point_shares(level, (rows, cols, np.ones(len(rows))))
+    sizes = np.diff(level.starts)[rows]
+    costs = pair_cost(data.X[data.order[ranks]], atoms[atom], metric)
+    return np.add.reduceat(costs, np.cumsum(sizes) - sizes) / sizes
 
 
 def _pushed(coarse: Level, level: Level, plan, m: int):
@@ -413,6 +459,39 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
 
     lower, upper, plan, v = 0.0, diam, None, np.zeros(m)
 
+    def adapted(coarse, plan, v):
+        """Both ends from the LP of the plan-adapted level (``_adapted_level``: the blocks
+        of ``coarse`` split by the atom the regions' coupling ``plan`` sends their points
+        to; arc costs the mean over a block's points, ``_mean_costs``).  Its duals, unlike
+        the regions', are one dual solution; and near-homogeneous blocks make them nearly
+        the points' own.  Column generation from each block's atom, its best atoms under
+        ``v`` and north-west arcs, while a round lowers the LP's value by
+        ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate atoms
+        that few arcs reach, so the lower end is taken after each round)."""
+        nonlocal lower, upper
+        level, carried = _adapted_level(data, coarse, plan, m)
+        k = min(CANDIDATES, m)
+        nw_rows, nw_cols = _northwest_arcs(level.masses, w)
+        _, best = scan(level.chunks, level.size, v, k)
+        arcs = _unique_arcs(carried, arcs_of(np.arange(level.size), best), nw_rows * m + nw_cols)
+        previous = np.inf
+        for _ in range(MAX_ROUNDS):
+            r, c = np.divmod(arcs, m)
+            *block_plan, u, v = _sparse_lp(level, w, arcs,
+                                           _mean_costs(data, level, r, c, atoms, metric))
+            upper = min(upper, _upper(data, level, atoms, w, block_plan, metric))
+            lower = max(lower, lower_end(v)[0])
+            value = float(np.dot(level.masses, u) + np.dot(w, v))
+            if upper - lower <= rtol * upper or previous - value < SETTLED * rtol * upper:
+                break
+            previous = value
+            # candidates from the centroids' reduced costs (mean costs are never below them)
+            fmin, best = scan(level.chunks, level.size, v, k)
+            grown = _unique_arcs(arcs, arcs_of(np.flatnonzero(fmin < u - 1e-12), best))
+            if len(grown) == len(arcs):
+                break
+            arcs = grown
+
     def certify(level, plan, v, fmin):
         """Tighten the pair with the plan and atom duals of a level above the points
         (``fmin``: the c-transform of its blocks); return the level's dual value.  The
@@ -446,6 +525,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
                 previous, upper = upper, min(upper, _upper(data, level, atoms, w, plan, metric))
                 if upper - lower <= rtol * upper or previous - upper < STALL * rtol * upper:
                     break
+            if upper - lower > rtol * upper:
+                adapted(coarse, plan, v)
             break
         if coarsest and level.size * m <= DENSE_ARCS:
             *plan, u, v = _dense_lp(level, atoms, w, metric)

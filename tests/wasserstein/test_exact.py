@@ -153,8 +153,10 @@ def test_points_by_regions(metric, monkeypatch):
     # a points' level above MAX_LP_BLOCKS is solved by regions (6 of 512 points, below one
     # LP of 1024 or of 256 blocks; shifted sweeps where the gap stays above rtol): the
     # pair contains POT's value, and the regions' coupling (upper end) is within 2% of it
-    # (what each region sends each atom is the blocks' plan's); the lower end is the
-    # blocks' duals
+    # (what each region sends each atom is the blocks' plan's).  Where the gap stays above
+    # rtol, the lower end comes from the plan-adapted level's duals: within 2% of POT's
+    # value (1.1% the worst seen; the 256 blocks' own duals were up to 9% below on
+    # PrivTree)
     monkeypatch.setattr(exact_w1, "REGION", 512)
     X = js.datasets.load("spiral", n=3000, key=5)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
@@ -172,6 +174,7 @@ def test_points_by_regions(metric, monkeypatch):
                     low, up = exact_w1.w1_exact_replicate(data, p, w, metric)
                 assert low <= value + TOL and value <= up + TOL
                 assert up <= value * 1.02
+                assert low >= value * 0.98
 
 
 def measure(points, weights):

@@ -186,10 +186,21 @@ def measure(points, weights):
                             visited=one, leaves=one, depth=0 * one, budget={}, info={})
 
 
-@pytest.mark.parametrize("dense_arcs", [exact_w1.DENSE_ARCS, 0])
+@pytest.mark.parametrize("path", ["dense", "column generation", "regions"])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_adversarial_cases(metric, dense_arcs, monkeypatch):
-    monkeypatch.setattr(exact_w1, "DENSE_ARCS", dense_arcs)
+def test_adversarial_cases(metric, path, monkeypatch):
+    # the coarsest level solved densely or by column generation; or (levels of 64 and 512
+    # blocks) the points by regions of 256, with the plan-adapted level's lower end
+    options, adapted = {}, []
+    if path != "dense":
+        monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
+    if path == "regions":
+        options = dict(clusters=64)
+        monkeypatch.setattr(exact_w1, "MAX_LP_BLOCKS", 256)
+        monkeypatch.setattr(exact_w1, "REGION", 256)
+        split = exact_w1._adapted_level
+        monkeypatch.setattr(exact_w1, "_adapted_level",
+                            lambda *args: adapted.append(1) or split(*args))
     rng = np.random.default_rng(0)
     base = rng.random((1200, 2))
     cases = {
@@ -202,7 +213,8 @@ def test_adversarial_cases(metric, dense_arcs, monkeypatch):
     }
     for name, (X, points, weights) in cases.items():
         X = np.clip(X, 0, 1)
-        check_pair(X, measure(np.clip(points, 0, 1)[None], weights[None]), metric)
+        check_pair(X, measure(np.clip(points, 0, 1)[None], weights[None]), metric, **options)
+    assert (path == "regions") == bool(adapted)  # the path under test was taken
 
 
 def test_simulate_and_release_batch_agree_exactly():

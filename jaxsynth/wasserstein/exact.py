@@ -54,11 +54,12 @@ problem is the transport from its block centroids (block masses) to the atoms.
    (upper end).  Up to ``REGION_SWEEPS`` sweeps, each shifted by half a region, lower
    it further across region boundaries while it falls by ``STALL · rtol · upper`` or
    more.  The regions' duals are not one dual solution, and the last level's blocks are
-   too large for a lower end within ``rtol``, so the lower end comes from one more LP,
-   on the *plan-adapted level*: the last level's blocks split by the atom the regions'
-   coupling sends each point to (blocks whose points are sent alike), with arc costs the
-   mean cost of a block's points (its plans are couplings of the points: upper ends as
-   well).  Its atom duals, nearly the points' own, give the lower end.
+   too large for a lower end within ``rtol``, so (where the gap is still above ``rtol``)
+   the lower end comes from one more LP, on the *plan-adapted level*: the last level's
+   blocks split by the atom the regions' coupling sends each point to (blocks whose
+   points are sent alike), with arc costs the mean cost of a block's points (its plans
+   are couplings of the points: upper ends as well).  Its atom duals, nearly the points'
+   own, give the lower end.
 
 **The pass over all atoms** (c-transform, best atoms) is ``ctransform.reduced_pass``:
 jitted, in chunks of points, pruned by boxes of points and groups of atoms when there

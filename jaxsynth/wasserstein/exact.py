@@ -465,8 +465,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         of ``coarse`` split by the atom the regions' coupling ``plan`` sends their points
         to; arc costs the mean over a block's points, ``_mean_costs``).  Its duals, unlike
         the regions', are one dual solution; and near-homogeneous blocks make them nearly
-        the points' own.  Column generation from each block's atom, its best atoms under
-        ``v`` and north-west arcs, while a round lowers the LP's value by
+        the points' own.  Column generation from the arcs that carry ``plan``, each block's
+        best atoms under ``v`` and north-west arcs, while a round lowers the LP's value by
         ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate atoms
         that few arcs reach, so the lower end is taken after each round)."""
         nonlocal lower, upper
@@ -486,7 +486,8 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             if upper - lower <= rtol * upper or previous - value < SETTLED * rtol * upper:
                 break
             previous = value
-            # candidates from the centroids' reduced costs (mean costs are never below them)
+            # candidates from the centroids' reduced costs (a norm is convex: mean costs are
+            # never below the centroid's)
             fmin, best = scan(level.chunks, level.size, v, k)
             grown = _unique_arcs(arcs, arcs_of(np.flatnonzero(fmin < u - 1e-12), best))
             if len(grown) == len(arcs):

@@ -129,6 +129,8 @@ REGION_SWEEPS = 3
 SETTLED = 0.1
 """The plan-adapted level (large data) stops once a round lowers its LP's value by less
 than ``SETTLED · rtol · upper``."""
+THREADS_PER_CORE = 2
+"""Replicates evaluated at once per CPU core (``w1_exact``)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -598,15 +600,18 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
 
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
     (coordinates, then weight), so a replicate's pair depends only on its own atoms.
-    Replicates run on a pool of one thread per CPU core: the network simplex and JAX's
-    computations release the GIL, so both run in parallel; each replicate's computation
-    is the same whatever thread runs it.
+    Replicates run on a pool of ``THREADS_PER_CORE`` threads per CPU core (one per core
+    for data of more than ``MAX_LP_BLOCKS`` points, whose replicates hold gigabytes): the
+    network simplex and JAX's computations release the GIL, so they run in parallel, and
+    a second thread per core runs while another holds the GIL for NumPy glue; each
+    replicate's computation is the same whatever thread runs it.
 
     Returns:
       (lower [B], upper [B]) float64.
     """
     rtol = check_rtol(rtol)
-    workers = max(1, min(len(weights), os.cpu_count() or 1))
+    per_core = THREADS_PER_CORE if data.n <= MAX_LP_BLOCKS else 1
+    workers = max(1, min(len(weights), per_core * (os.cpu_count() or 1)))
 
     def one(b):
         p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))

@@ -1,9 +1,10 @@
 """Wasserstein-1 between data and synthetic measures: one module per method.
 
 ``exact`` (certified full-data W1 to a relative gap, by column generation on the
-transport LP; ``ctransform``: its jitted passes over all atoms), ``tree`` (exact tree-metric W1 and its certified upper bound), ``bounds``
-(certified bracket), ``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is
-slow to import), ``dispatch`` (``w1``, the ``js.w1`` entry point) and ``evaluator``
+transport LP; ``ctransform``: its jitted passes over all atoms), ``tree`` (exact
+tree-metric W1 and its certified upper bound), ``bounds`` (certified bracket),
+``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is slow to
+import), ``dispatch`` (``w1``, the ``js.w1`` entry point) and ``evaluator``
 (``Evaluator``, the batched W1 of every replicate of a ``simulate`` chunk).
 """
 

@@ -189,7 +189,8 @@ def _parser() -> _Parser:
     metrics = " or ".join(GROUND_METRICS)
     parser = _Parser(prog="jaxsynth", description="Private synthetic data on dyadic partitions: "
                      "Monte Carlo sweeps with W1, rate fits, a demo.")
-    parser.add_argument("--version", action="version", version=f"jaxsynth {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print jaxsynth's version and exit")
     parser.add_argument("--no-cache", action="store_true",
                         help="do not use the persistent compilation cache (~/.cache/jaxsynth/xla; "
                         "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
@@ -295,14 +296,18 @@ def _parser() -> _Parser:
     return parser
 
 
-def _version() -> str:
-    """jaxsynth's version from the installed package's metadata (no import of the library)."""
-    from importlib.metadata import PackageNotFoundError, version
+class _Version(argparse.Action):
+    """``--version``: jaxsynth's version from the installed package's metadata, read only
+    when asked (neither the library nor the metadata loads for other commands)."""
 
-    try:
-        return version("jaxsynth")
-    except PackageNotFoundError:
-        return "(not installed)"
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"jaxsynth {version('jaxsynth')}")
+        except PackageNotFoundError:
+            print("jaxsynth (not installed: no package metadata)")
+        parser.exit()
 
 
 def _read_tables(files, column: str) -> pd.DataFrame:

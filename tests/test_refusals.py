@@ -236,6 +236,14 @@ API = [
     ("w1 metric='bracket'", lambda: js.w1(X, _out(), "tree", metric="bracket"),
      "metric must be one of ('linf', 'l2') (the ground metric); got 'bracket'; W1 methods "
      "are chosen with method="),
+    # data shaped as if transposed, and a dimension whose kernels would compile unbounded
+    ("release 3 x 1000 (transposed)", lambda: js.release(0, js.PMM(), np.full((3, 1000), 0.5), 1.0),
+     "X has more coordinates than points (n = 3, d = 1000): data passed transposed?"),
+    ("release 20 x 5000", lambda: js.release(0, js.PMM(), np.full((20, 5000), 0.5), 1.0),
+     "X has d = 5000 coordinates; at most 1024 are supported"),
+    ("simulate a 3 x 1000 array", lambda: js.simulate("pmm", np.full((3, 1000), 0.5),
+                                                      progress=False),
+     "data has more coordinates than points (n = 3, d = 1000)"),
 ]
 
 
@@ -370,6 +378,8 @@ def _setup(tmp_path):
         text.loc[1, column] = "abc"
         text.to_csv(tmp_path / f"{column}-text.csv", index=False)
     table.assign(d=True).to_csv(tmp_path / "d-bool.csv", index=False)
+    np.save(tmp_path / "wide.npy", np.full((3, 1000), 0.5))
+    np.save(tmp_path / "tall.npy", np.full((20, 5000), 0.5))
 
 
 CLI = [
@@ -458,6 +468,11 @@ CLI = [
      "--cluster-timeout: expected a number of seconds in (0, 86400]"),
     ("launch port 70000", ["launch", "--local", "2", "--port", "70000", *SIM, "--out", "x.csv"],
      "--port: expected an integer in 1..65535"),
+    ("data file 3 x 1000 (transposed)", [*SIM[:4], "wide.npy", *SIM[5:], "--out", "x.csv"],
+     "has more coordinates than points (n = 3, d = 1000)"),
+    ("data file 20 x 5000, pmm and the bracket",
+     [*SIM[:4], "tall.npy", *SIM[5:], "--method", "bracket", "--out", "x.csv"],
+     "has d = 5000 coordinates; at most 1024 are supported"),
     ("out 250-character name", [*SIM, "--out", "o" * 246 + ".csv"],
      "--out: the file name is 250 bytes long"),
     ("depth 200", [*SIM, "--depth", "200", "--out", "x.csv"], "needs depth 200 in d = 2"),
@@ -552,3 +567,13 @@ def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
                              column="w1_exact_upper", n_boot=50)
     assert with_max.slope[0] == pytest.approx(np.polyfit(
         np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)
+
+
+def test_wide_data_are_accepted_when_said_so():
+    """The explicit argument: n = 3 points in d = 40 are data as they stand."""
+    wide = np.random.default_rng(0).random((3, 40))
+    with pytest.raises(ValueError, match="more coordinates than points"):
+        validate.check_data(wide)
+    np.testing.assert_array_equal(validate.check_data(wide, wide=True), wide)
+    small = np.random.default_rng(0).random((3, validate.WIDE_FROM))  # too few to mistake
+    np.testing.assert_array_equal(validate.check_data(small), small)

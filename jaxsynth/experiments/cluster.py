@@ -7,8 +7,7 @@ the key-value store of JAX's coordination service (which runs inside process 0).
 
 The protocol of one ``simulate`` call (``Team``), every message under one prefix per call:
 
-1. process 0 publishes a summary of its sweep (every setting that decides what is
-   computed, the output file and the number of processes it was started with); every
+1. process 0 publishes its sweep's settings, output file and number of processes; every
    other process compares its own and stops on a difference, naming it;
 2. process 0 opens the result store, reads what it holds and publishes the work left;
 3. each process takes its share (``share``: every mechanism × data set's seeds split

@@ -41,7 +41,7 @@ MAX_SEED = 2**32
 MAX_KEY = 2**63 - 1
 """Largest ``--key`` and ``--data-key``."""
 MAX_CLUSTER_TIMEOUT_S = 86400.0
-"""Longest ``--cluster-timeout``: a day."""
+"""Longest ``--cluster-timeout``: ``jaxsynth.experiments.cluster.MAX_TIMEOUT_S``."""
 COMPANION_CHARS = len(".0123456789abcdef.tmp")
 """The longest suffix of the files the result store writes beside ``--out``."""
 

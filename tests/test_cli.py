@@ -247,6 +247,9 @@ def test_the_parsers_words_are_the_librarys():
     from jaxsynth.mechanisms.registry import MECHANISMS
     from jaxsynth.wasserstein.dispatch import METHODS
 
+    from jaxsynth.experiments.cluster import MAX_TIMEOUT_S
+
     assert cli.GROUND_METRICS == GROUND_METRICS and cli.W1_METHODS == METHODS
+    assert cli.MAX_CLUSTER_TIMEOUT_S == MAX_TIMEOUT_S
     assert set(settings.MECHANISMS) <= set(MECHANISMS)
     assert auditor.MECHANISMS is settings.MECHANISMS

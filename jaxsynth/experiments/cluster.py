@@ -44,6 +44,8 @@ __all__ = ["DEFAULT_TIMEOUT_S", "PeerFailure", "Team", "join", "share"]
 
 DEFAULT_TIMEOUT_S = 60
 """Seconds the processes of a cluster have to find each other (``join``)."""
+MAX_TIMEOUT_S = 86400.0
+"""Longest ``timeout`` of ``join`` (a day): a longer wait is no wait anyone means."""
 HEARTBEAT_TIMEOUT_S = 100
 """Seconds without a heartbeat after which JAX ends a cluster whose process died."""
 POLL_MS = 500
@@ -128,8 +130,10 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
     is a ``ValueError``; processes that never all join end this process with a one-line
     error (JAX's own wait cannot be interrupted), never a hang.
     """
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+            or not 0 < timeout <= MAX_TIMEOUT_S):
+        raise ValueError(f"timeout must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]; "
+                         f"got {timeout!r}")
     given = [v is not None for v in (coordinator, num_processes, process_id)]
     if auto and any(given):
         raise ValueError("give either auto=True (cluster detection) or coordinator, "

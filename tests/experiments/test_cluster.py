@@ -89,6 +89,8 @@ def test_difference_names_the_first_differing_setting():
      "not both"),
     ({"coordinator": "localhost:1234", "num_processes": 2, "process_id": 0, "timeout": 0},
      "timeout"),
+    ({"coordinator": "localhost:1234", "num_processes": 2, "process_id": 0, "timeout": 1e30},
+     r"timeout must be a number of seconds in \(0, 86400\]; got 1e\+30"),
 ])
 def test_join_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -9,33 +9,36 @@
 The package follows the pipeline: ``core`` (partition, data tree and descent, keys,
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for
 every plan), ``wasserstein`` (W1), ``experiments`` (data sets, sweeps, result store,
-rates, plots), ``audit``, ``cli``.  The public surface is ``__all__`` (some names
-load on first use) and the README's API table.
+rates, plots), ``audit``, ``cli``.  The public surface is ``__all__`` (every name
+loads on first use) and the README's API table.
 """
 
 import importlib
 
-from jaxsynth.api import prepare, release, release_batch
-from jaxsynth.compilation import enable_compilation_cache
-from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
-from jaxsynth.experiments import datasets
-from jaxsynth.mechanisms import oracle
-from jaxsynth.mechanisms.adaptive import AdaptivePrunedPMM
-from jaxsynth.mechanisms.pmm import PMM, PrunedPMM
-from jaxsynth.mechanisms.privtree import PrivTree
-from jaxsynth.wasserstein.dispatch import w1
-
 _LAZY = {
+    "AdaptivePrunedPMM": ("jaxsynth.mechanisms.adaptive", "AdaptivePrunedPMM"),
+    "DataTree": ("jaxsynth.core.datatree", "DataTree"),
+    "NotPrivateDiagnostics": ("jaxsynth.core.measure", "NotPrivateDiagnostics"),
+    "PMM": ("jaxsynth.mechanisms.pmm", "PMM"),
+    "PrivTree": ("jaxsynth.mechanisms.privtree", "PrivTree"),
+    "PrunedPMM": ("jaxsynth.mechanisms.pmm", "PrunedPMM"),
+    "SyntheticMeasure": ("jaxsynth.core.measure", "SyntheticMeasure"),
     "audit": ("jaxsynth.audit", None),
     "audit_mechanism": ("jaxsynth.audit.auditor", "audit_mechanism"),
+    "datasets": ("jaxsynth.experiments.datasets", None),
+    "enable_compilation_cache": ("jaxsynth.compilation", "enable_compilation_cache"),
     "estimate_rate": ("jaxsynth.experiments.rates", "estimate_rate"),
     "join_cluster": ("jaxsynth.experiments.cluster", "join"),
+    "oracle": ("jaxsynth.mechanisms.oracle", None),
     "plots": ("jaxsynth.experiments.plots", None),
+    "prepare": ("jaxsynth.api", "prepare"),
+    "release": ("jaxsynth.api", "release"),
+    "release_batch": ("jaxsynth.api", "release_batch"),
     "simulate": ("jaxsynth.experiments.sweep", "simulate"),
+    "w1": ("jaxsynth.wasserstein.dispatch", "w1"),
 }
-"""Names whose modules load pandas, matplotlib or SciPy's statistics: imported on first
-use, so ``import jaxsynth`` costs little more than ``import jax``."""
+"""Every public name, imported on first use: ``import jaxsynth`` (and the command line,
+which parses and refuses its arguments first) loads neither JAX nor pandas."""
 
 
 def __getattr__(name):

@@ -21,13 +21,29 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+from jaxsynth.interrupts import INTERRUPTED, end_on_interrupt
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEMO_MECHANISMS = ("pmm", "pruned-pmm")
 DEMO_DATA = "spiral"
 DEMO_N = (1000, 2000, 4000)
 DEMO_SEEDS = 16
+GROUND_METRICS = ("linf", "l2")
+W1_METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
+"""``jaxsynth.core.partition.GROUND_METRICS`` and ``jaxsynth.wasserstein.dispatch.METHODS``,
+named here so that parsing loads neither JAX nor NumPy (a test keeps them equal)."""
+MAX_SEED = 2**32
+"""Seeds lie in [0, 2^32): ``--first-seed`` + ``--seeds`` is at most this."""
+MAX_KEY = 2**63 - 1
+"""Largest ``--key`` and ``--data-key``."""
+MAX_CLUSTER_TIMEOUT_S = 86400.0
+"""Longest ``--cluster-timeout``: ``jaxsynth.experiments.cluster.MAX_TIMEOUT_S``."""
+COMPANION_CHARS = len(".0123456789abcdef.tmp")
+"""The longest suffix of the files the result store writes beside ``--out``."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,26 +89,20 @@ _names = _listed(str.strip, "names")
 
 def _methods(text: str) -> list:
     """An argparse type: W1 methods; a ground metric here is told to use ``--metric``."""
-    from jaxsynth.core.partition import GROUND_METRICS
-    from jaxsynth.wasserstein.dispatch import METHODS
-
     names = _names(text)
     metrics = [v for v in names if v in GROUND_METRICS]
     if metrics:
         raise argparse.ArgumentTypeError(
             f"{metrics[0]!r} is a ground metric, chosen with --metric {metrics[0]}; "
-            f"--method takes W1 methods ({', '.join(METHODS)})")
+            f"--method takes W1 methods ({', '.join(W1_METHODS)})")
     return names
 
 
 def _ground_metric(text: str) -> str:
     """An argparse type: a ground metric; W1 methods here are told to use ``--method``."""
-    from jaxsynth.core.partition import GROUND_METRICS
-    from jaxsynth.wasserstein.dispatch import METHODS
-
     if text in GROUND_METRICS:
         return text
-    if any(v.strip() in METHODS for v in text.split(",")):
+    if any(v.strip() in W1_METHODS for v in text.split(",")):
         raise argparse.ArgumentTypeError(
             f"--metric is the ground metric ({' or '.join(GROUND_METRICS)}); got {text!r}: "
             f"W1 methods are chosen with --method (--method {text})")
@@ -100,50 +110,87 @@ def _ground_metric(text: str) -> str:
         f"expected a ground metric, {' or '.join(GROUND_METRICS)}; got {text!r}")
 
 
-def _integer(minimum: int):
-    """An argparse type: an integer of at least ``minimum`` (1: positive, 0: non-negative)."""
+def _integer(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer of at least ``minimum`` (1: positive, 0: non-negative)
+    and at most ``maximum`` (the allowed range is named when a value is outside it)."""
     what = {0: "a non-negative integer", 1: "a positive integer"}.get(
         minimum, f"an integer >= {minimum}")
+    if maximum is not None:
+        what = f"an integer in {minimum}..{_power(maximum)}"
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {what}; got {text!r}")
+        if not minimum <= value <= (value if maximum is None else maximum):
+            raise argparse.ArgumentTypeError(f"expected {what}; got {_short(text)}")
         return value
 
     return parse
 
 
+def _power(value: int) -> str:
+    """``2^k`` or ``2^k - 1`` for such values (the limits of seeds and keys), else the number."""
+    for offset, suffix in ((0, ""), (1, " - 1")):
+        if value + offset >= 2**32 and (value + offset) & (value + offset - 1) == 0:
+            return f"2^{(value + offset).bit_length() - 1}{suffix}"
+    return str(value)
+
+
+def _short(text: str) -> str:
+    """``repr(text)``, cut in the middle when long (a 30-digit number, say)."""
+    return repr(text) if len(text) <= 40 else repr(text[:18] + "..." + text[-18:])
+
+
 _count, _index = _integer(1), _integer(0)
+_seeds, _first_seed = _integer(1, MAX_SEED), _integer(0, MAX_SEED - 1)
+_key = _integer(0, MAX_KEY)
 
 
-def _positive(unit: str):
-    """An argparse type: a positive, finite number of ``unit``."""
+def _positive(unit: str, maximum: float = float("inf")):
+    """An argparse type: a positive, finite number of ``unit``, at most ``maximum``."""
+    what = (f"a positive number of {unit}" if maximum == float("inf") else
+            f"a number of {unit} in (0, {maximum:g}]")
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = float("nan")
-        if not (value > 0 and value < float("inf")):
-            raise argparse.ArgumentTypeError(f"expected a positive number of {unit}; got {text!r}")
+        if not (value > 0 and value < float("inf") and value <= maximum):
+            raise argparse.ArgumentTypeError(f"expected {what}; got {_short(text)}")
         return value
 
     return parse
 
 
-_seconds, _megabytes = _positive("seconds"), _positive("MiB")
+_seconds, _megabytes = _positive("seconds", MAX_CLUSTER_TIMEOUT_S), _positive("MiB")
+
+
+def _out_file(text: str) -> str:
+    """An argparse type: a result path whose name leaves room for the store's companion
+    files (the sidecar, temporary copies) within the file system's limit on a name."""
+    path = Path(text)
+    try:
+        limit = os.pathconf(path.parent if str(path.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    room = limit - COMPANION_CHARS
+    if len(path.name.encode()) > room:
+        raise argparse.ArgumentTypeError(
+            f"the file name is {len(path.name.encode())} bytes long; the store writes files "
+            f"named after it (FILE.csv.jaxsynth.json, temporary copies), so it may be at "
+            f"most {room} bytes here")
+    return text
 
 
 def _parser() -> _Parser:
-    from jaxsynth.core.partition import GROUND_METRICS
-
     metrics = " or ".join(GROUND_METRICS)
     parser = _Parser(prog="jaxsynth", description="Private synthetic data on dyadic partitions: "
                      "Monte Carlo sweeps with W1, rate fits, a demo.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print jaxsynth's version and exit")
     parser.add_argument("--no-cache", action="store_true",
                         help="do not use the persistent compilation cache (~/.cache/jaxsynth/xla; "
                         "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
@@ -157,7 +204,7 @@ def _parser() -> _Parser:
                           "and its rate against eps n")
     demo.add_argument("--out-dir", default=".", metavar="DIR",
                       help="where jaxsynth-demo.csv and jaxsynth-demo.png go (default .)")
-    demo.add_argument("--seeds", type=_integer(2), default=DEMO_SEEDS, metavar="S",
+    demo.add_argument("--seeds", type=_integer(2, MAX_SEED), default=DEMO_SEEDS, metavar="S",
                       help=f"replicates, at least 2 for the rate's interval (default "
                       f"{DEMO_SEEDS})")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -172,9 +219,9 @@ def _parser() -> _Parser:
     arg("--d", type=int, metavar="D", help="ambient dimension of built-in data sets")
     arg("--k", type=int, metavar="K", help="subspace dimension (subspace, cubes)")
     arg("--eps", type=_floats, required=True, metavar="LIST", help="privacy budgets, e.g. 0.5,1,2")
-    arg("--seeds", type=_count, required=True, metavar="S",
+    arg("--seeds", type=_seeds, required=True, metavar="S",
         help="replicates per (mechanism, data, n, eps): seeds FIRST..FIRST+S-1")
-    arg("--first-seed", type=_index, default=0, metavar="FIRST",
+    arg("--first-seed", type=_first_seed, default=0, metavar="FIRST",
         help="first seed (default 0); parts of a large sweep use disjoint seed ranges and "
         "one file each")
     arg("--depth", type=int, metavar="R",
@@ -188,11 +235,11 @@ def _parser() -> _Parser:
         metavar="|".join(GROUND_METRICS), help=f"ground metric of W1 (default {GROUND_METRICS[0]})")
     arg("--ground", nargs="?", help=argparse.SUPPRESS,
         action=_renamed(f"--ground is now --metric (the ground metric: {metrics})"))
-    arg("--key", type=int, default=0, metavar="KEY", help="sweep key (default 0)")
-    arg("--data-key", type=int, default=0, metavar="KEY", help="data generator key (default 0)")
+    arg("--key", type=_key, default=0, metavar="KEY", help="sweep key (default 0)")
+    arg("--data-key", type=_key, default=0, metavar="KEY", help="data generator key (default 0)")
     arg("--memory-mb", type=_megabytes, metavar="MB",
         help="memory budget of one chunk (default 2048 on a CPU)")
-    arg("--out", required=True, metavar="FILE.csv",
+    arg("--out", type=_out_file, required=True, metavar="FILE.csv",
         help="output table (with FILE.csv.jaxsynth.json beside it); a rerun resumes it, a "
         "sweep with more eps, seeds, sizes, data or mechanisms extends it, any other change "
         "is refused; existing files jaxsynth did not write are refused and left untouched")
@@ -209,7 +256,8 @@ def _parser() -> _Parser:
     group.add_argument("--distributed", action="store_true",
                        help="join the cluster JAX detects (SLURM, Open MPI, ...) instead")
     group.add_argument("--cluster-timeout", type=_seconds, default=None, metavar="S",
-                       help="seconds for the processes to find each other (default 60)")
+                       help="seconds for the processes to find each other (default 60, at "
+                       f"most {MAX_CLUSTER_TIMEOUT_S:g})")
     group.add_argument("--local-device-ids", type=_ints, metavar="LIST",
                        help="this process's accelerators, e.g. 0 (default: all local ones)")
 
@@ -217,7 +265,7 @@ def _parser() -> _Parser:
                             "cluster (several GPUs or many cores)")
     launch.add_argument("--local", type=_count, required=True, metavar="N",
                         help="number of processes")
-    launch.add_argument("--port", type=_count, metavar="PORT",
+    launch.add_argument("--port", type=_integer(1, 65535), metavar="PORT",
                         help="coordinator port on 127.0.0.1 (default: a free one)")
     launch.add_argument("--one-device-per-process", action="store_true",
                         help="process I uses local accelerator I only (N GPUs, N processes)")
@@ -248,8 +296,24 @@ def _parser() -> _Parser:
     return parser
 
 
+class _Version(argparse.Action):
+    """``--version``: jaxsynth's version from the installed package's metadata, read only
+    when asked (neither the library nor the metadata loads for other commands)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"jaxsynth {version('jaxsynth')}")
+        except PackageNotFoundError:
+            print("jaxsynth (not installed: no package metadata)")
+        parser.exit()
+
+
 def _read_tables(files, column: str) -> pd.DataFrame:
     """Concatenate sweep files (e.g. the per-host parts of one sweep); units must not repeat."""
+    import pandas as pd
+
     from jaxsynth.experiments.store import KEY_COLUMNS, readable
 
     df = pd.concat([readable(name, [column]) for name in files], ignore_index=True)
@@ -270,6 +334,8 @@ def _means(df: pd.DataFrame, columns) -> pd.DataFrame:
 
 
 def _report(df: pd.DataFrame, column: str, by, n_boot: int, level: float, plot) -> None:
+    import pandas as pd
+
     from jaxsynth.experiments.plots import LOWER_ENDS, metric_name, quantity
     from jaxsynth.experiments.rates import estimate_rate
 
@@ -321,6 +387,8 @@ def _demo(args) -> None:
 
 
 def _simulate(args) -> None:
+    import pandas as pd
+
     from jaxsynth.experiments.sweep import simulate
     from jaxsynth.mechanisms.registry import mechanism
 
@@ -418,13 +486,29 @@ def _check_platform(name: str) -> None:
         raise ValueError(f"--platform {name!r} is not available here ({exc})") from None
 
 
+def _check_arguments(args) -> None:
+    """Refuse what each option allows alone but not together (before JAX loads)."""
+    if args.command == "simulate" and args.first_seed + args.seeds > MAX_SEED:
+        raise _UsageError(f"--first-seed {args.first_seed} + --seeds {args.seeds} passes the "
+                          "last seed, 2^32 - 1")
+
+
 def main(argv=None) -> int:
-    """Run the command line; returns the exit status (0, or 2 for wrong arguments)."""
+    """Run the command line; returns the exit status (0, 2 for wrong arguments, 130 when
+    interrupted).  Arguments are parsed and checked before JAX loads.  Run as a program
+    (``argv`` None), a command that computes then ends at once on Ctrl-C
+    (``jaxsynth.interrupts``)."""
+    whole_process = argv is None
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = _parser().parse_args(argv)
+        _check_arguments(args)
         if args.command == "launch":
             return _launch(args, argv)
+        if whole_process:
+            resume = "; rerun the same command to resume" if args.command in (
+                "simulate", "demo") else ""
+            end_on_interrupt(f"jaxsynth: interrupted{resume}")
         if args.platform is not None:
             _use_platform(args.platform)
         if args.command == "simulate":
@@ -446,7 +530,7 @@ def main(argv=None) -> int:
     except OSError as exc:  # a full disk, say
         print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # while parsing, or in launch (which stops its processes)
         print("jaxsynth: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     return 0

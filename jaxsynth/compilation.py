@@ -7,15 +7,18 @@ configuration by itself): the ``jaxsynth`` command line calls
 
 * **compiled executables**: JAX's persistent compilation cache (XLA is skipped);
 * **traced programs**: ``exported_jit`` functions keep the StableHLO of each traced call
-  on disk (``jax.export``), in ``<directory>/exported``.  JAX's cache skips XLA but not
-  tracing, which is most of a warm run's start-up (a vmapped kernel with loops takes
-  seconds to trace); a program read back is only lowered and fetched from the
-  compilation cache.  A program is found again only under the same key: the function,
-  its static arguments, the shapes and dtypes of its arrays, the platform, the JAX
-  version and configuration that change a trace, and a hash of jaxsynth's own source
-  files, so any change to the code traces afresh.  Whatever cannot be exported or read
-  back runs as a plain ``jax.jit`` call, as does a call on arrays spread over several
-  devices.
+  on disk (``jax.export``), in ``<directory>/exported``: tracing is most of a warm run's
+  start-up, and a program read back is only lowered and fetched from JAX's cache.  A
+  program is found again only under the same key: the function, its static arguments,
+  the shapes and dtypes of its arrays, the platform, the JAX version and trace-changing
+  configuration, and a hash of jaxsynth's source files.
+
+The cache heals itself: each stored program carries the key it was stored under and a
+digest of its bytes, both checked before use.  An entry that cannot be read, fails a
+check, does not deserialize or fails when called is dropped, the call runs as plain
+``jax.jit`` (the same results, bit for bit) and the entry is written again.  Whatever
+cannot be exported runs as plain ``jax.jit``, as does a call on arrays spread over
+several devices.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ ENV_DIR = "JAXSYNTH_CACHE_DIR"
 ENV_OFF = "JAXSYNTH_NO_CACHE"
 EXPORTED = "exported"
 """Subdirectory of the cache directory that holds the traced programs."""
+SUFFIX = ".bin"
+MAGIC = b"jaxsynth exported program 1\n"
+"""First line of a stored program; the second is its key, then the digest of the rest."""
+DIGEST_BYTES = 32
 TRACE_CONFIG = ("jax_enable_x64", "jax_default_prng_impl", "jax_threefry_partitionable",
                 "jax_numpy_rank_promotion", "jax_default_matmul_precision")
 """JAX options that change what a trace produces (part of a program's key)."""
@@ -115,7 +122,16 @@ def exported_jit(fun=None, *, static_argnames: tuple = ()):
         if key not in programs:
             programs[key] = _program(directory, key, fun, static, treedef, leaves) or jitted
         program = programs[key]
-        return jitted(*args, **kwargs) if program is jitted else program(*leaves)
+        if program is jitted:
+            return jitted(*args, **kwargs)
+        try:
+            return program(*leaves)
+        except Exception:  # noqa: BLE001 - a program that verified but fails: drop, rewrite
+            programs[key] = jitted
+            _drop(directory / f"{key}{SUFFIX}")
+            out = jitted(*args, **kwargs)  # a genuine error of the call is raised here
+            _store(directory, key, fun, static, treedef, leaves)
+            return out
 
     return call
 
@@ -173,18 +189,59 @@ def _source_hash() -> str:
 
 
 def _program(directory: Path, key: str, fun, static: dict, treedef, leaves):
-    """The jitted call of the exported program ``key`` (read, or exported and written);
-    ``None`` when it can be neither."""
-    path = directory / f"{key}.bin"
-    try:
-        exported = jax.export.deserialize(bytearray(path.read_bytes()))
-    except Exception:  # noqa: BLE001 - missing or unreadable (any error of a garbled file)
-        exported = _export(fun, static, treedef, leaves)
+    """The jitted call of the exported program ``key``: read and verified, or (when it is
+    missing or fails any check, then dropped) exported afresh and written; ``None`` when
+    it can be neither."""
+    path = directory / f"{key}{SUFFIX}"
+    exported = _read(path, key, leaves)
+    if exported is None:
+        _drop(path)
+        exported = _store(directory, key, fun, static, treedef, leaves)
         if exported is None:
             return None
-        with contextlib.suppress(ImportError):  # no flatbuffers: this process only
-            _write_atomically(path, exported.serialize())
     return jax.jit(exported.call)
+
+
+def _read(path: Path, key: str, leaves):
+    """The program stored in ``path`` under ``key``, or ``None`` unless the file reads,
+    names ``key``, matches its digest, deserializes and takes arrays shaped as ``leaves``."""
+    try:
+        data = path.read_bytes()
+    except OSError:  # missing, or unreadable (permissions)
+        return None
+    header = MAGIC + key.encode() + b"\n"
+    payload = data[len(header) + DIGEST_BYTES:]
+    if (not data.startswith(header) or not payload
+            or data[len(header): len(header) + DIGEST_BYTES] != hashlib.sha256(payload).digest()):
+        return None
+    try:
+        exported = jax.export.deserialize(bytearray(payload))
+        if [(a.shape, a.dtype) for a in exported.in_avals] != [
+                (s.shape, s.dtype) for s in map(_spec, leaves)]:
+            return None
+    except Exception:  # noqa: BLE001 - any error of a garbled program
+        return None
+    return exported
+
+
+def _store(directory: Path, key: str, fun, static: dict, treedef, leaves):
+    """Export the call's program and write it under ``key`` (header, digest, program);
+    returns it, or ``None`` when it cannot be exported."""
+    exported = _export(fun, static, treedef, leaves)
+    if exported is not None:
+        with contextlib.suppress(ImportError):  # no flatbuffers: this process only
+            payload = bytes(exported.serialize())
+            _write_atomically(directory / f"{key}{SUFFIX}",
+                              MAGIC + key.encode() + b"\n" + hashlib.sha256(payload).digest()
+                              + payload)
+    return exported
+
+
+def _drop(path: Path) -> None:
+    """Remove a stored program that failed a check (a directory that cannot be written
+    keeps it; it is then checked, and refused, on every read)."""
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def _export(fun, static: dict, treedef, leaves):

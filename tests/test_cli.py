@@ -217,3 +217,39 @@ def test_platform_option_chooses_the_device(tmp_path, cli_env):
                          "--quiet"], env=env, capture_output=True, text=True, timeout=300,
                         cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_parsing_loads_neither_jax_nor_numpy():
+    """``--help``, ``--version`` and argument errors come before the library loads."""
+    code = ("import sys\nfrom jaxsynth.cli import main\n"
+            "for args in (['--version'], ['simulate', '--help'], ['audit', '--help']):\n"
+            "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+            "assert main(['simulate', '--seeds', '0']) == 2\n"
+            "print(sorted({'jax', 'numpy', 'pandas'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[]"
+
+
+def test_version_is_the_installed_packages():
+    from importlib.metadata import version
+
+    proc = subprocess.run([sys.executable, "-m", "jaxsynth", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == f"jaxsynth {version('jaxsynth')}\n"
+
+
+def test_the_parsers_words_are_the_librarys():
+    from jaxsynth import cli
+    from jaxsynth.audit import auditor, settings
+    from jaxsynth.core.partition import GROUND_METRICS
+    from jaxsynth.mechanisms.registry import MECHANISMS
+    from jaxsynth.wasserstein.dispatch import METHODS
+
+    from jaxsynth.experiments.cluster import MAX_TIMEOUT_S
+
+    assert cli.GROUND_METRICS == GROUND_METRICS and cli.W1_METHODS == METHODS
+    assert cli.MAX_CLUSTER_TIMEOUT_S == MAX_TIMEOUT_S
+    assert set(settings.MECHANISMS) <= set(MECHANISMS)
+    assert auditor.MECHANISMS is settings.MECHANISMS

@@ -126,3 +126,96 @@ def test_releases_from_exported_kernels_equal_plain_releases(mechanism, exported
     for field in ("points", "weights", "size", "depth"):
         np.testing.assert_array_equal(np.asarray(getattr(cached, field)),
                                       np.asarray(getattr(plain, field)))
+
+
+def _corrupt(kind: str, paths: list, rng: np.random.Generator) -> None:
+    """Damage the stored programs ``paths`` as ``kind`` says (random places, from ``rng``)."""
+    path = paths[int(rng.integers(len(paths)))]
+    data = path.read_bytes()
+    if kind == "truncate":
+        path.write_bytes(data[: int(rng.integers(1, len(data)))])
+    elif kind == "flip":  # a few bytes anywhere: header, digest or program
+        damaged = bytearray(data)
+        for at in rng.choice(len(data), size=int(rng.integers(1, 4)), replace=False):
+            damaged[at] ^= int(rng.integers(1, 256))
+        path.write_bytes(bytes(damaged))
+    elif kind == "swap":  # two programs, each under the other's name
+        first, second = paths[:2]
+        a, b = first.read_bytes(), second.read_bytes()
+        first.write_bytes(b)
+        second.write_bytes(a)
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "permissions":
+        path.chmod(0)
+
+
+CORRUPTIONS = ("truncate", "flip", "swap", "empty", "permissions")
+
+
+@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_a_damaged_cache_heals_and_gives_the_plain_results(kind, trial, exported_dir):
+    """Truth: the plain ``jax.jit`` results, bit for bit, after any damage; and the damaged
+    entries are written again (a later process reads every program back, tracing nothing)."""
+    rng = np.random.default_rng([CORRUPTIONS.index(kind), trial])
+    calls = [(_scale, 2, _data(5, seed=trial)), (_shift, 3, _data(7, seed=trial))]
+    plain = [jax.jit(combine, static_argnames=("op", "power"))(*c, jnp.bool_(True)) for c in calls]
+    first = compilation.exported_jit(combine, static_argnames=("op", "power"))
+    for c in calls:
+        first(*c, jnp.bool_(True))
+    paths = sorted(exported_dir.glob("*.bin"))
+    assert len(paths) == 2
+    _corrupt(kind, paths, rng)
+    for _ in range(2):  # the healing process, then a later one reading what it rewrote
+        TRACES.clear()
+        call = compilation.exported_jit(combine, static_argnames=("op", "power"))
+        for c, want in zip(calls, plain):
+            got = call(*c, jnp.bool_(True))
+            for k in want:
+                np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]))
+    assert not TRACES  # the later process traced nothing: every entry was healed
+    for path in exported_dir.glob("*.bin"):
+        path.chmod(0o644)
+
+
+def test_a_program_that_fails_when_called_is_dropped_and_rewritten(exported_dir, monkeypatch):
+    call = compilation.exported_jit(combine, static_argnames=("op", "power"))
+    want = call(_scale, 2, _data(4), jnp.bool_(True))
+    (path,) = exported_dir.glob("*.bin")
+    read, store, stored = compilation._read, compilation._store, []
+    monkeypatch.setattr(compilation, "_store", lambda *a: stored.append(a[1]) or store(*a))
+
+    class Failing:
+        def call(self, *leaves):
+            raise RuntimeError("a program that verifies but cannot run")
+
+    monkeypatch.setattr(compilation, "_read", lambda *a: Failing())
+    got = compilation.exported_jit(combine, static_argnames=("op", "power"))(
+        _scale, 2, _data(4), jnp.bool_(True))
+    for k in want:
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]))
+    assert stored == [path.stem] and path.exists()  # dropped and written again
+    monkeypatch.setattr(compilation, "_read", read)
+    TRACES.clear()
+    compilation.exported_jit(combine, static_argnames=("op", "power"))(
+        _scale, 2, _data(4), jnp.bool_(True))
+    assert not TRACES  # the rewritten entry verifies
+
+
+def test_release_kernels_heal_from_damage(exported_dir, monkeypatch):
+    """The engine's kernels through a cache whose every entry has a flipped byte."""
+    X = js.datasets.load("spiral", n=500, key=0)
+    key = jax.random.key(5)
+    js.release_batch(key, js.PMM(), X, [1.0], seeds=2)
+    rng = np.random.default_rng(0)
+    for path in exported_dir.glob("*.bin"):
+        data = bytearray(path.read_bytes())
+        data[int(rng.integers(len(data)))] ^= 0x55
+        path.write_bytes(bytes(data))
+    healed = js.release_batch(key, js.PMM(), X, [1.0], seeds=2)
+    monkeypatch.setattr(compilation, "_exported_dir", None)
+    plain = js.release_batch(key, js.PMM(), X, [1.0], seeds=2)
+    for field in ("points", "weights", "size", "depth"):
+        np.testing.assert_array_equal(np.asarray(getattr(healed, field)),
+                                      np.asarray(getattr(plain, field)))

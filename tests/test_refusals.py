@@ -236,6 +236,14 @@ API = [
     ("w1 metric='bracket'", lambda: js.w1(X, _out(), "tree", metric="bracket"),
      "metric must be one of ('linf', 'l2') (the ground metric); got 'bracket'; W1 methods "
      "are chosen with method="),
+    # data shaped as if transposed, and a dimension whose kernels would compile unbounded
+    ("release 3 x 1000 (transposed)", lambda: js.release(0, js.PMM(), np.full((3, 1000), 0.5), 1.0),
+     "X has more coordinates than points (n = 3, d = 1000): data passed transposed?"),
+    ("release 20 x 5000", lambda: js.release(0, js.PMM(), np.full((20, 5000), 0.5), 1.0),
+     "X has d = 5000 coordinates; at most 1024 are supported"),
+    ("simulate a 3 x 1000 array", lambda: js.simulate("pmm", np.full((3, 1000), 0.5),
+                                                      progress=False),
+     "data has more coordinates than points (n = 3, d = 1000)"),
 ]
 
 
@@ -370,6 +378,8 @@ def _setup(tmp_path):
         text.loc[1, column] = "abc"
         text.to_csv(tmp_path / f"{column}-text.csv", index=False)
     table.assign(d=True).to_csv(tmp_path / "d-bool.csv", index=False)
+    np.save(tmp_path / "wide.npy", np.full((3, 1000), 0.5))
+    np.save(tmp_path / "tall.npy", np.full((20, 5000), 0.5))
 
 
 CLI = [
@@ -437,16 +447,40 @@ CLI = [
     ("memory-mb 0", [*SIM, "--memory-mb", "0", "--out", "x.csv"], "--memory-mb"),
     ("memory-mb nan", [*SIM, "--memory-mb", "nan", "--out", "x.csv"], "--memory-mb"),
     ("key abc", [*SIM, "--key", "abc", "--out", "x.csv"], "--key"),
-    ("key -1", [*SIM, "--key", "-1", "--out", "x.csv"], "key must be"),
-    ("key 2^63", [*SIM, "--key", str(2**63), "--out", "x.csv"], "key must be"),
+    ("key -1", [*SIM, "--key", "-1", "--out", "x.csv"],
+     "--key: expected an integer in 0..2^63 - 1; got '-1'"),
+    ("key 2^63", [*SIM, "--key", str(2**63), "--out", "x.csv"],
+     "--key: expected an integer in 0..2^63 - 1"),
+    ("data-key 10^30", [*SIM, "--data-key", "9" * 30, "--out", "x.csv"],
+     "--data-key: expected an integer in 0..2^63 - 1"),
+    ("data-key -1", [*SIM, "--data-key", "-1", "--out", "x.csv"], "--data-key: expected"),
     ("first-seed across 2^32", [*SIM, "--first-seed", str(2**32 - 1), "--out", "x.csv"],
-     "seeds must lie"),
+     "--first-seed 4294967295 + --seeds 2 passes the last seed, 2^32 - 1"),
+    ("first-seed 2^32", [*SIM, "--first-seed", str(2**32), "--out", "x.csv"],
+     "--first-seed: expected an integer in 0..2^32 - 1"),
+    ("seeds 10^30", [*SIM, "--seeds", "9" * 30, "--out", "x.csv"],
+     "--seeds: expected an integer in 1..2^32"),
+    ("seeds 2^32 + 1", [*SIM, "--seeds", str(2**32 + 1), "--out", "x.csv"],
+     "--seeds: expected an integer in 1..2^32"),
+    ("cluster-timeout 1e30", [*SIM, "--out", "x.csv", "--cluster-timeout", "1e30"],
+     "--cluster-timeout: expected a number of seconds in (0, 86400]; got '1e30'"),
+    ("cluster-timeout inf", [*SIM, "--out", "x.csv", "--cluster-timeout", "inf"],
+     "--cluster-timeout: expected a number of seconds in (0, 86400]"),
+    ("launch port 70000", ["launch", "--local", "2", "--port", "70000", *SIM, "--out", "x.csv"],
+     "--port: expected an integer in 1..65535"),
+    ("data file 3 x 1000 (transposed)", [*SIM[:4], "wide.npy", *SIM[5:], "--out", "x.csv"],
+     "has more coordinates than points (n = 3, d = 1000)"),
+    ("data file 20 x 5000, pmm and the bracket",
+     [*SIM[:4], "tall.npy", *SIM[5:], "--method", "bracket", "--out", "x.csv"],
+     "has d = 5000 coordinates; at most 1024 are supported"),
+    ("out 250-character name", [*SIM, "--out", "o" * 246 + ".csv"],
+     "--out: the file name is 250 bytes long"),
     ("depth 200", [*SIM, "--depth", "200", "--out", "x.csv"], "needs depth 200 in d = 2"),
     ("n 0", [*SIM, "--n", "0", "--out", "x.csv"], "n must be"),
     ("d for spiral", [*SIM, "--d", "3", "--out", "x.csv"], "d must be 2"),
     ("unknown mechanism", [*SIM[:2], "pmmm", *SIM[3:], "--out", "x.csv"], "unknown mechanism"),
-    ("demo seeds 0", ["demo", "--seeds", "0"], "--seeds: expected an integer >= 2"),
-    ("demo seeds 1", ["demo", "--seeds", "1"], "--seeds: expected an integer >= 2"),
+    ("demo seeds 0", ["demo", "--seeds", "0"], "--seeds: expected an integer in 2..2^32"),
+    ("demo seeds 1", ["demo", "--seeds", "1"], "--seeds: expected an integer in 2..2^32"),
     ("rate column seed", ["rate", "sweep.csv", "--column", "seed"], "column must be a W1"),
     ("rate column eps", ["rate", "sweep.csv", "--column", "eps"], "column must be a W1"),
     ("rate by seed", ["rate", "sweep.csv", "--by", "seed"], "by: ['seed'] cannot group"),
@@ -533,3 +567,13 @@ def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
                              column="w1_exact_upper", n_boot=50)
     assert with_max.slope[0] == pytest.approx(np.polyfit(
         np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)
+
+
+def test_wide_data_are_accepted_when_said_so():
+    """The explicit argument: n = 3 points in d = 40 are data as they stand."""
+    wide = np.random.default_rng(0).random((3, 40))
+    with pytest.raises(ValueError, match="more coordinates than points"):
+        validate.check_data(wide)
+    np.testing.assert_array_equal(validate.check_data(wide, wide=True), wide)
+    small = np.random.default_rng(0).random((3, validate.WIDE_FROM))  # too few to mistake
+    np.testing.assert_array_equal(validate.check_data(small), small)

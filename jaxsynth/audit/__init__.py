@@ -10,19 +10,23 @@ The auditor was once called as ``jaxsynth.audit(...)``, which hid this package; 
 the package now says to use ``audit_mechanism``.
 """
 
+import importlib
 import sys
 import types
 
-from jaxsynth.audit.auditor import (
-    MECHANISMS,
-    AuditResult,
-    Finding,
-    audit_all,
-    audit_mechanism,
-    audit_table,
-)
-
 __all__ = ["MECHANISMS", "AuditResult", "Finding", "audit_all", "audit_mechanism", "audit_table"]
+
+
+def __getattr__(name):  # the auditor (and JAX) load on first use, not for the command line
+    if name not in __all__:
+        raise AttributeError(f"module 'jaxsynth.audit' has no attribute {name!r}")
+    value = getattr(importlib.import_module("jaxsynth.audit.auditor"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 class _AuditPackage(types.ModuleType):

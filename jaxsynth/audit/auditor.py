@@ -45,6 +45,12 @@ import numpy as np
 
 from jaxsynth import engine
 from jaxsynth.audit import events, features, neighbours, whitebox
+from jaxsynth.audit.settings import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_REPLICATES,
+    MECHANISMS,
+    MIN_REPLICATES,
+)
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.validate import (
@@ -57,8 +63,6 @@ from jaxsynth.mechanisms.pmm import PMM, PrunedPMM, sparse_capacity
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.mechanisms.privtree_kernel import privtree_split
 
-DEFAULT_REPLICATES = 10**6
-DEFAULT_CONFIDENCE = 0.95
 PMM_DEPTH = 2
 """Default audit depth of the PMM family (depth 1–3 reveal the noise most directly)."""
 PRIVTREE_CAP = 3
@@ -74,7 +78,6 @@ MAX_COMPONENT_DRAWS = 2**22
 PRIVTREE_COUNT = 1
 """Points at ``x0`` in PrivTree's smaller data set."""
 ADAPTIVE_DIM = 2
-MIN_REPLICATES = 200
 CHUNK = {"dense": 8192, "tree": 2048, "sparse": 1024}
 """Replicates per vmapped chunk of the audit runs (one compilation per kernel)."""
 PIECE = {"tree": 8, "sparse": 8}
@@ -403,10 +406,6 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
         confidence=confidence, replicates=replicates, neighbours=described,
         findings=tuple(findings),
     )
-
-
-MECHANISMS = ("pmm", "pruned-pmm", "adaptive-pruned-pmm", "privtree", "privtree-shift")
-"""The real mechanisms of the audit table (command-line names)."""
 
 
 def audit_all(eps=1.0, *, replicates: int = DEFAULT_REPLICATES,

@@ -1,6 +1,6 @@
 """The ``jaxsynth audit`` subcommand: the audit table of the real mechanisms.
 
-``jaxsynth audit`` with no options audits every mechanism of ``auditor.MECHANISMS`` at
+``jaxsynth audit`` with no options audits every mechanism of ``settings.MECHANISMS`` at
 ε = 1 with 10^6 releases per data set and prints the markdown table; ``--mechanism``,
 ``--eps``, ``--replicates``, ``--confidence``, ``--seed`` and ``--depth`` change that.
 Options are checked before any work; a bad value is a ``ValueError`` naming it, which
@@ -12,13 +12,11 @@ from __future__ import annotations
 import sys
 import time
 
-from jaxsynth.core.validate import check_epsilon, check_fraction, check_positive_int
-
 
 def add_parser(sub, names) -> None:
     """Add the ``audit`` subparser to the command line's subparsers ``sub``; ``names``
     parses a comma-separated list (the command line's own list type)."""
-    from jaxsynth.audit.auditor import DEFAULT_CONFIDENCE, DEFAULT_REPLICATES, MECHANISMS
+    from jaxsynth.audit.settings import DEFAULT_CONFIDENCE, DEFAULT_REPLICATES, MECHANISMS
 
     audit = sub.add_parser(
         "audit", help="Monte Carlo privacy audit: lower bounds on the privacy loss beside the "
@@ -41,7 +39,9 @@ def add_parser(sub, names) -> None:
 
 def run(args) -> None:
     """Check the options, run the audits, print the table (and the events)."""
-    from jaxsynth.audit.auditor import MIN_REPLICATES, audit_mechanism, audit_table
+    from jaxsynth.audit.auditor import audit_mechanism, audit_table
+    from jaxsynth.audit.settings import MIN_REPLICATES
+    from jaxsynth.core.validate import check_epsilon, check_fraction, check_positive_int
     from jaxsynth.mechanisms.registry import mechanism
 
     if not args.mechanism:

@@ -37,8 +37,19 @@ def check_real_array(X, name: str = "X") -> np.ndarray:
     return raw.astype(np.float64)
 
 
-def check_data(X, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``."""
+MAX_DIMENSION = 1024
+"""Most coordinates of a data set: the kernels and W1 methods are compiled for each d, and
+their cost grows with it (with d directions of projection, say), without bound."""
+WIDE_FROM = 16
+"""Data with more coordinates than points, and more than this many, look transposed."""
+
+
+def check_data(X, name: str = "X", *, wide: bool = False) -> np.ndarray:
+    """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``.
+
+    Refused besides: ``d > MAX_DIMENSION``, and data that look transposed (``d > n`` and
+    ``d > WIDE_FROM``: 3 × 2000 is more likely 2000 points in d = 3) unless ``wide``.
+    """
     arr = check_real_array(X, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must have shape (n, d); got an array of rank {arr.ndim}")
@@ -47,6 +58,13 @@ def check_data(X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} is empty (n = 0); at least one point is needed")
     if d == 0:
         raise ValueError(f"{name} has d = 0 coordinates")
+    if d > MAX_DIMENSION:
+        raise ValueError(f"{name} has d = {d} coordinates; at most {MAX_DIMENSION} are "
+                         "supported (kernels are compiled for each d); reduce the dimension")
+    if d > n and d > WIDE_FROM and not wide:
+        raise ValueError(f"{name} has more coordinates than points (n = {n}, d = {d}): data "
+                         f"passed transposed? Pass its transpose (n = {d} points in d = {n}); "
+                         "wide=True accepts it as it is")
     if not np.all(np.isfinite(arr)):
         bad = int(np.sum(~np.isfinite(arr).all(axis=1)))
         raise ValueError(f"{name} contains NaN or inf in {bad} row(s)")

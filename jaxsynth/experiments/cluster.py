@@ -7,8 +7,8 @@ the key-value store of JAX's coordination service (which runs inside process 0).
 
 The protocol of one ``simulate`` call (``Team``), every message under one prefix per call:
 
-1. process 0 publishes a summary of its sweep (every setting that decides what is
-   computed); every other process compares its own and stops on a difference, naming it;
+1. process 0 publishes its sweep's settings, output file and number of processes; every
+   other process compares its own and stops on a difference, naming it;
 2. process 0 opens the result store, reads what it holds and publishes the work left;
 3. each process takes its share (``share``: every mechanism × data set's seeds split
    into ``process_count`` contiguous parts), loads and plans it, and waits until every
@@ -28,6 +28,7 @@ the last completed append left it, and rerunning the same command resumes the sw
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import json
 import os
@@ -43,11 +44,34 @@ __all__ = ["DEFAULT_TIMEOUT_S", "PeerFailure", "Team", "join", "share"]
 
 DEFAULT_TIMEOUT_S = 60
 """Seconds the processes of a cluster have to find each other (``join``)."""
+MAX_TIMEOUT_S = 86400.0
+"""Longest ``timeout`` of ``join`` (a day): a longer wait is no wait anyone means."""
 HEARTBEAT_TIMEOUT_S = 100
 """Seconds without a heartbeat after which JAX ends a cluster whose process died."""
 POLL_MS = 500
 """How long one wait for a message blocks before checking for a peer's failure."""
 _calls = itertools.count()  # one message prefix per distributed ``simulate`` call
+JAX_INTERNALS = {
+    "backends_are_initialized": ("jax._src.xla_bridge", "backends_are_initialized"),
+    "distributed_state": ("jax._src.distributed", "global_state"),
+}
+"""The two things this module needs that JAX has no public name for: whether this
+process has set up its devices, and the coordination service's key-value client.  Read
+only through ``_jax_internal``; a test checks both against the installed JAX."""
+_started_with: int | None = None
+"""The number of processes ``join`` was given (JAX may report process 0's instead)."""
+
+
+def _jax_internal(name: str):
+    """The JAX internal ``JAX_INTERNALS[name]``; a ``RuntimeError`` naming it and the JAX
+    version when this JAX has moved it (a cluster cannot run; one process still can)."""
+    module, attribute = JAX_INTERNALS[name]
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError):
+        raise RuntimeError(f"jaxsynth's clusters need {module}.{attribute}, which JAX "
+                           f"{jax.__version__} does not have; run on one process, or install "
+                           "the JAX version jaxsynth's tests pass with") from None
 
 
 def _address(coordinator) -> tuple[str, int]:
@@ -106,10 +130,10 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
     is a ``ValueError``; processes that never all join end this process with a one-line
     error (JAX's own wait cannot be interrupted), never a hang.
     """
-    from jax._src import xla_bridge
-
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
+    if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+            or not 0 < timeout <= MAX_TIMEOUT_S):
+        raise ValueError(f"timeout must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]; "
+                         f"got {timeout!r}")
     given = [v is not None for v in (coordinator, num_processes, process_id)]
     if auto and any(given):
         raise ValueError("give either auto=True (cluster detection) or coordinator, "
@@ -128,7 +152,7 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
             raise ValueError(f"process_id must be in 0..{num_processes - 1}; got {process_id}")
     if jax.distributed.is_initialized():
         raise ValueError("this process has already joined a jax.distributed cluster")
-    if xla_bridge.backends_are_initialized():
+    if _jax_internal("backends_are_initialized")():
         raise ValueError("join the cluster before any JAX computation (JAX's devices are "
                          "already set up in this process)")
     if not auto:
@@ -153,6 +177,8 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
                          ) from None
     finally:
         watchdog.cancel()
+    global _started_with
+    _started_with = None if auto else num_processes
 
 
 def share(items: list, index: int, count: int) -> list:
@@ -196,9 +222,8 @@ class Team:
         """The cluster this process belongs to, or ``None`` when it runs alone."""
         if not jax.distributed.is_initialized() or jax.process_count() == 1:
             return None
-        from jax._src import distributed
-
-        return cls(distributed.global_state.client, jax.process_index(), jax.process_count())
+        state = _jax_internal("distributed_state")
+        return cls(state.client, jax.process_index(), jax.process_count())
 
     @property
     def writes(self) -> bool:
@@ -247,7 +272,9 @@ class Team:
     # ------------------------------------------------------------------ the protocol
 
     def agree(self, summary: dict) -> None:
-        """Refuse, naming the setting, a sweep that differs from process 0's."""
+        """Refuse, naming the setting, a sweep that differs from process 0's, or a process
+        started with another number of processes."""
+        summary = {**summary, "num_processes": _started_with or self.count}
         if self.writes:
             self._set("summary", json.dumps(summary, sort_keys=True).encode())
             return

@@ -219,6 +219,7 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
     writes = team is None or team.writes
     if team is not None:
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
+                    "out": None if out is None else str(out),
                     "data sets": [[ds.label, ds.n] for ds in sets],
                     "methods": repr([(m, o) for m, o, _ in methods])})
     w1_columns = spec["w1_columns"]

@@ -89,6 +89,8 @@ def test_difference_names_the_first_differing_setting():
      "not both"),
     ({"coordinator": "localhost:1234", "num_processes": 2, "process_id": 0, "timeout": 0},
      "timeout"),
+    ({"coordinator": "localhost:1234", "num_processes": 2, "process_id": 0, "timeout": 1e30},
+     r"timeout must be a number of seconds in \(0, 86400\]; got 1e\+30"),
 ])
 def test_join_refuses_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -231,3 +233,31 @@ def test_cluster_detection_outside_a_cluster_manager_says_so(tmp_path, cli_env):
     assert proc.returncode == 2
     assert "could not join the cluster" in stderr
     assert "no cluster manager JAX recognises (SLURM, Open MPI, ...) was found" in stderr
+
+
+def test_the_jax_internals_a_cluster_needs_are_where_jaxsynth_reads_them():
+    """Loud on a JAX upgrade: JAX has no public name for these two (``JAX_INTERNALS``)."""
+    assert cluster._jax_internal("backends_are_initialized")() in (True, False)
+    assert hasattr(cluster._jax_internal("distributed_state"), "client")
+    source = Path(cluster.__file__).read_text()
+    assert source.count("jax._src") == len(cluster.JAX_INTERNALS)  # read nowhere else
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", ["num_processes", "out"])
+def test_processes_started_with_another_setting_are_refused_naming_it(setting, tmp_path,
+                                                                      cli_env):
+    address = f"127.0.0.1:{free_port()}"
+
+    def process(index, count, out):
+        return _jaxsynth(["simulate", *SWEEP, "--out", str(tmp_path / out), "--coordinator",
+                          address, "--num-processes", str(count), "--process-id", str(index)],
+                         cli_env)
+
+    second = {"num_processes": (3, "x.csv"), "out": (2, "y.csv")}[setting]
+    first, other = process(0, 2, "x.csv"), process(1, *second)
+    (_, err0), (_, err1) = first.communicate(timeout=300), other.communicate(timeout=300)
+    assert first.returncode == other.returncode == 2, (err0[-1000:], err1[-1000:])
+    assert f"this process's sweep differs from process 0's, in {setting}:" in err1
+    assert f"in {setting}:" in err0  # process 0 names it too
+    assert _rows(tmp_path / "x.csv") == 0 and not (tmp_path / "y.csv").exists()

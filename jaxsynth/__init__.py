@@ -14,6 +14,7 @@ load on first use) and the README's API table.
 """
 
 import importlib
+from importlib import metadata as _metadata
 
 from jaxsynth.api import prepare, release, release_batch
 from jaxsynth.compilation import enable_compilation_cache
@@ -25,6 +26,11 @@ from jaxsynth.mechanisms.adaptive import AdaptivePrunedPMM
 from jaxsynth.mechanisms.pmm import PMM, PrunedPMM
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.wasserstein.dispatch import w1
+
+try:
+    __version__ = _metadata.version("jaxsynth")
+except _metadata.PackageNotFoundError:  # a source tree on the path, not installed
+    __version__ = "0+unknown"
 
 _LAZY = {
     "audit": ("jaxsynth.audit", None),

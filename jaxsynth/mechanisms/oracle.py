@@ -96,7 +96,7 @@ def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMe
     Example:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
-      >>> nu = js.oracle.hard_threshold(X, 0.05)
+      >>> nu = js.oracle.hard_threshold(X, 0.05, depth_cap=8)
       >>> nu.accounting
       {'adjacency': 'none (ORACLE: not private)', 'epsilon': inf}
       >>> round(float(js.oracle.resolution_functional(X, nu)), 4)
@@ -130,7 +130,7 @@ def soft_threshold(X, theta: float, delta: float, depth_cap: int | None = None) 
     Example:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
-      >>> nu = js.oracle.soft_threshold(X, 0.0, 0.01)
+      >>> nu = js.oracle.soft_threshold(X, 0.0, 0.01, depth_cap=8)
       >>> nu.mechanism, round(float(nu.weights.sum()), 5)
       ('oracle-soft', 1.0)
 

@@ -10,7 +10,7 @@ The package follows the pipeline: ``core`` (partition, data tree and descent, ke
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for
 every plan), ``wasserstein`` (W1), ``experiments`` (data sets, sweeps, result store,
 rates, plots), ``audit``, ``cli``.  The public surface is ``__all__`` (some names
-load on first use) and the README's API table.
+load on first use), documented in the API reference of the documentation.
 """
 
 import importlib

@@ -54,7 +54,7 @@ class DataTree:
     Built by ``DataTree.build(X, depth)`` or ``js.prepare(X, depth)``, which validate ``X``
     (a ``ValueError`` names the argument); pass it instead of ``X`` to reuse the sort.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> tree = js.prepare(X, 8)

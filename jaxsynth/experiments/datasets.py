@@ -402,7 +402,7 @@ _SPECS = {
 def names() -> list[str]:
     """The built-in data set names, in a stable order.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> js.datasets.names()[:3]
       ['two_moons', 'spiral', 'annulus']
@@ -436,7 +436,7 @@ def describe(name: str) -> str:
     Raises:
       ValueError: for an unknown name (the message lists the known ones).
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> js.datasets.describe("spiral")
       'Archimedean spiral arm; a curve: dimension 1 (2 when noise > 0, a thickened curve). Options: turns=3.0, noise=0.0, margin=0.05.'
@@ -498,7 +498,7 @@ def intrinsic_dimension(name: str, d=None, k=None, **options) -> int:
     Raises:
       ValueError: for an unknown name, a bad ``d`` or ``k``, or an unknown option.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> js.datasets.intrinsic_dimension("spiral"), js.datasets.intrinsic_dimension(
       ...     "subspace", d=8, k=2)
@@ -542,7 +542,7 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
         missing, unreadable, empty, not of rank 2, or has NaN/inf or points outside the
         cube (the message names the file).
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> X.shape, X.dtype, bool((X >= 0).all() and (X <= 1).all())
@@ -713,7 +713,7 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
     Raises:
       ValueError: naming ``X`` (not a non-empty 2-D array of finite numbers) or ``margin``.
 
-    Example:
+    Examples:
       >>> import numpy as np
       >>> import jaxsynth as js
       >>> js.datasets.rescale_to_unit_cube(np.array([[-3.0, 0.0], [1.0, 2.0]])).tolist()

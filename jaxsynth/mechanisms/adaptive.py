@@ -284,7 +284,7 @@ class AdaptivePrunedPMM(Mechanism):
       ValueError: naming the attribute, for a split outside (0, 1), an unknown candidate
         set or placement, or a non-positive ``C``.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> mech = js.AdaptivePrunedPMM(eps_sel=0.2)
       >>> [round(e, 3) for e in mech.split(1.0)]          # (ε_sel, ε_main)

@@ -93,7 +93,7 @@ def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMe
     Raises:
       ValueError: naming ``X``, ``theta`` or ``depth_cap`` for bad input.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> nu = js.oracle.hard_threshold(X, 0.05, depth_cap=8)
@@ -127,7 +127,7 @@ def soft_threshold(X, theta: float, delta: float, depth_cap: int | None = None) 
     Raises:
       ValueError: naming ``X``, ``theta``, ``delta`` or ``depth_cap`` for bad input.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> nu = js.oracle.soft_threshold(X, 0.0, 0.01, depth_cap=8)
@@ -227,7 +227,7 @@ def oracle_measure(X, tree: SyntheticMeasure) -> SyntheticMeasure:
       a ``SyntheticMeasure`` with the same batch shape, mechanism ``"oracle[<name>]"``;
       ``info["shift"]`` is kept so the W1 code uses the same partition.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> out = js.release(0, js.PrivTree(), X, eps=1.0)
@@ -270,7 +270,7 @@ def resolution_functional(X, tree: SyntheticMeasure) -> np.ndarray:
     Returns:
       [*B] float64, one value per replicate of ``tree``.
 
-    Example: see ``hard_threshold``.
+    See ``hard_threshold`` for an example.
 
     References:
       [He] §2.3, Lemma 2.5.

@@ -274,7 +274,7 @@ class PMM(_PMMFamily):
         or scale outside its range (at construction); ``js.release`` refuses a depth
         whose tree does not fit in memory.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> out = js.release(0, js.PMM(depth=6), X, eps=1.0)
@@ -313,7 +313,7 @@ class PrunedPMM(_PMMFamily):
     Raises:
       ValueError: naming the attribute, as for ``PMM``, or an unknown engine.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> js.PrunedPMM(engine="sparse").name
       'pruned-pmm'

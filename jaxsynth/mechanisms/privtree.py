@@ -210,7 +210,7 @@ class PrivTree(Mechanism):
       ValueError: naming the attribute, for a bad cap, capacity, reconstruction or
         placement; at release, when an explicit ``capacity`` overflows.
 
-    Example:
+    Examples:
       >>> import jaxsynth as js
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> out = js.release(0, js.PrivTree(), X, eps=1.0)

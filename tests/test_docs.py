@@ -29,15 +29,22 @@ MODULES = sorted(
 )
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
-# A measured figure: a number with a unit of time or size, or a speed ratio ("3×",
-# "1.5x faster"), or a number right after "measured".  Parameters such as "2^30",
-# "float32", "Threefry-2x32" or "ε = 1" do not match.
+# A measured figure: a speed ratio ("3×", "1.5x faster"), or a time or size that reads as
+# a measurement: approximate ("~350 MB", "about 2 s"), a range ("0.5–0.7 s"), a decimal
+# ("5.5 GiB"), a rate ("3 ms per call"), what something took or costs ("takes 4 s"), or a
+# number right after "measured".  Round settings ("a 2 GiB chunk", "skips those under
+# 1 s") and parameters ("2^30", "float32", "Threefry-2x32", "ε = 1") do not match.
+_NUMBER = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_UNIT = r"\s*(?:s|ms|µs|us|ns|secs?|seconds?|min|minutes?|hours?|[KMGT]i?B|bytes)\b"
 FIGURE = re.compile(
-    r"(?<![\w.^])\d+(?:\.\d+)?(?:e[-+]?\d+)?\s*"
-    r"(?:s|ms|µs|us|ns|sec|secs|seconds?|min|minutes?|hours?|[KMGT]i?B|bytes)\b"
-    r"|(?<![\w.^])\d+(?:\.\d+)?\s*[×]"
-    r"|(?<![\w.^])\d+(?:\.\d+)?x\b"
-    r"|\bmeasured\s+(?:at\s+)?[-+]?\d",
+    rf"(?<![\w.^]){_NUMBER}\s*×"
+    rf"|(?<![\w.^]){_NUMBER}x\b"
+    rf"|(?:~|≈|\babout\s|\baround\s|\broughly\s){_NUMBER}{_UNIT}"
+    rf"|(?<![\w.^]){_NUMBER}\s*[–-]\s*{_NUMBER}{_UNIT}"
+    rf"|(?<![\w.^])\d+\.\d+{_UNIT}"
+    rf"|(?<![\w.^]){_NUMBER}{_UNIT}\s+(?:per|a|an|each)\s"
+    rf"|\b(?:takes?|took|taking|costs?|costing|ran|runs)\s+(?:in\s+)?{_NUMBER}{_UNIT}"
+    r"|\bmeasured\s+(?:at\s+)?[-+~]?\d",
 )
 
 
@@ -74,10 +81,12 @@ def test_no_measured_figure_in_docstrings(path):
 def test_figure_pattern():
     """The pattern finds timings, sizes and ratios, and leaves parameters alone."""
     for text in ("takes 0.5 s", "3 ms per call", "~350 MB", "5.5 GiB", "4–7× slower",
-                 "1.5x faster", "measured 1.3e-5", "2 minutes"):
+                 "1.5x faster", "measured 1.3e-5", "took 2 minutes", "about 300 MB",
+                 "0.2–0.35 s", "costs 4 s"):
         assert FIGURE.search(text), text
     for text in ("Threefry-2x32", "float32 words", "2^30 − 1 counts", "ε = 1", "16 seeds",
-                 "[n, d] points", "d = 3 dimensions", "O(n log n)", "3 sigmas"):
+                 "[n, d] points", "d = 3 dimensions", "O(n log n)", "3 sigmas",
+                 "one chunk on a CPU (2 GiB)", "skips those under 1 s", "longer than 2 s"):
         assert not FIGURE.search(text), text
 
 

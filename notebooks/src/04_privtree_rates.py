@@ -1,7 +1,7 @@
 # %% [markdown]
-# # 4. Seed 000: PrivTree rates, the shifted partition, oracle partitions
+# # 4. He: PrivTree rates, the shifted partition, oracle partitions
 #
-# Seed 000 bounds the expected W1 of PrivTree with Laplace leaf masses by
+# He bounds the expected W1 of PrivTree with Laplace leaf masses by
 # (log(εn)/(εn))^(1/d) on ambient data (Thm 5.7) and by (log(εn)/(εn))^(1/s) on data
 # of intrinsic dimension 2 < s ≤ d (Thm 5.9); its §6 shows that a randomly shifted
 # partition avoids the 2^d occupied cells a grid-aligned cluster (a small central ball)

@@ -12,11 +12,11 @@
 # The sweeps (ε = 1, ℓ∞ ground metric, every replicate measured by the certified bracket
 # `lower ≤ W1 ≤ upper`, cheap and 3–7 times wide; notebooks 2–4 check it against Sinkhorn
 # and measure their comparisons on the full-data W1):
-# 1. seed 001 Fig. 2, one cell: PMM at the ambient depth against Adaptive Pruned-PMM on a
+# 1. Zare Moayedi et al. Fig. 2, one cell: PMM at the ambient depth against Adaptive Pruned-PMM on a
 #    line (k = 1) in d = 8, n = 30000; and the selection frequencies against their exact
 #    probabilities;
-# 2. seed 001 Fig. 2 right, one shape: Pruned-PMM / full PMM on the spiral, r = 15;
-# 3. seed 000: the PrivTree rate on the uniform cube, d = 3;
+# 2. Zare Moayedi et al. Fig. 2 right, one shape: Pruned-PMM / full PMM on the spiral, r = 15;
+# 3. He: the PrivTree rate on the uniform cube, d = 3;
 # 4. cells 1 and 2 again on the quantity the papers bound, the ℓ∞ W1 between the whole
 #    data set and each release (`js.w1(method="exact")`, certified to 1%), with the
 #    replicates that costs: its transport LPs run on the host CPU whatever the device.

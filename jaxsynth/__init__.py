@@ -10,10 +10,16 @@ The package follows the pipeline: ``core`` (partition, data tree and descent, ke
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for
 every plan), ``wasserstein`` (W1), ``experiments`` (data sets, sweeps, result store,
 rates, plots), ``audit``, ``cli``.  The public surface is ``__all__`` (every name
-loads on first use) and the README's API table.
+loads on first use), documented in the API reference of the documentation.
 """
 
 import importlib
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("jaxsynth")
+except _metadata.PackageNotFoundError:  # a source tree on the path, not installed
+    __version__ = "0+unknown"
 
 _LAZY = {
     "AdaptivePrunedPMM": ("jaxsynth.mechanisms.adaptive", "AdaptivePrunedPMM"),

@@ -1,38 +1,18 @@
 """White-box audits: the transcripts the privacy proofs cover.
 
-A black-box audit of a released measure sees the noise only through consistency and
-reconstruction, so it bounds the privacy loss far below ε even for a broken sampler.  The
-privacy proofs (Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
-Private Synthetic Data", arXiv 2609.33363, Thm A.3 and §B.4; Zhang, Xiao, Xie, "PrivTree",
-SIGMOD 2016) are about transcripts of independent noisy quantities; auditing those
-directly makes a bug show at the claimed ε:
+A black-box audit sees the noise only through consistency and reconstruction; the
+privacy proofs ([ZAYA26] Thm A.3, §B.4; [ZXX16]) are about transcripts of independent
+noisy quantities, and auditing those makes a bug show at the claimed ε:
 
-* **PMM family** (Zare Moayedi et al. Thm A.3): the noisy counts ``(n_θ + λ_θ)_+`` of
-  every node, read from the dense kernel itself (``DenseStatic.transcript``).  The privacy loss of a
-  transcript ``t`` under the claimed noise is exact,
-  ``L(t) = Σ_θ ln p_{n_θ(X)}(t_θ) − ln p_{n_θ(X')}(t_θ)`` with ``p_c`` the pmf of
-  ``(c + LapZ(σ))_+`` (``claimed_llr``); it is one of the scores whose level sets the
-  auditor tries (``events``), beside the empirical likelihood ratio, which finds what the
-  claimed pmf does not predict (a sampler with the wrong law).
-* **PrivTree** (Zhang–Xiao–Xie 2016, the path argument; Y. He, "Intrinsic-Dimensional
-  Wasserstein Guarantees for Private Synthetic Measures" §3): with every point of ``X`` at
-  ``x0`` and ``X' = X + {x0}``, only the split tests on ``x0``'s path and the
-  Laplace mass of ``x0``'s leaf see different counts (``c`` vs ``c + 1``).  Each test and
-  the leaf noise draw independent words, so the probability of the event "the path is
-  split down to level ``K`` and the leaf's noisy mass is at least ``τ``" is the product of
-  per-node probabilities, and its log ratio is the sum of per-node log ratios — the
-  composition the proof bounds.  ``privtree_path`` estimates each factor from its own
-  draws of the kernel's split test (``TreeStatic.split``) and of its leaf noise, and adds
-  per-factor Clopper–Pearson bounds (Bonferroni over the factors).  This reaches the deep,
-  rarely visited levels where a missing clamp leaks, which sampling whole trees cannot.
-* **Adaptive Pruned-PMM, selection** (Zare Moayedi et al. §B.4): the exponential mechanism is
-  ``ε_sel``-DP for *any* two score vectors within the sensitivity ``Δ``; ``selection``
-  feeds the kernel's own selection draw (``adaptive.select_candidate``) worst-case score
-  neighbours at the ``Δ`` of Zare Moayedi et al. §B.2, recomputed here from the formula
-  (``spec_sensitivity``), not read from the plan.  Data neighbours cannot do this: one
-  replaced point moves every occupancy ``O_j`` in the same direction, so all scores move
-  the same way and the selection leaks at most ``ε_sel/2`` — a halved ``Δ`` stays within
-  ``ε_sel`` on every pair of data sets and only the proof-level audit sees it.
+* PMM family: the noisy counts of every node, read from the dense kernel, with the exact
+  privacy loss of a transcript under the claimed noise (``claimed_llr``);
+* PrivTree: the split tests and leaf noise along the changed point's path, composed from
+  per-node Clopper–Pearson bounds as the proof composes them (``privtree_path``);
+* Adaptive Pruned-PMM: the selection on worst-case score neighbours at the sensitivity
+  recomputed from the formula (``selection``).
+
+Why each transcript, and why data neighbours cannot see a halved sensitivity: the
+documentation's privacy audit page ("The white-box audits").  Keys: ``docs/references.md``.
 """
 
 from __future__ import annotations

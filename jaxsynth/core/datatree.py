@@ -50,6 +50,18 @@ class DataTree:
       words: [n, W] uint32 Morton codes, ``W = ceil(L/32)``, MSB first.
       split: [n] int32; ``split[0] = -1``, ``split[i]`` the first level whose cells of
         sorted points ``i-1`` and ``i`` differ (``L`` if they agree to depth ``L``).
+
+    Built by ``DataTree.build(X, depth)`` or ``js.prepare(X, depth)``, which validate ``X``
+    (a ``ValueError`` names the argument); pass it instead of ``X`` to reuse the sort.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> tree = js.prepare(X, 8)
+      >>> tree.n, tree.d, tree.depth
+      (500, 2, 8)
+      >>> tree.occupancy.tolist()        # occupied cells per level, O_0..O_8
+      [1, 2, 4, 8, 15, 25, 42, 64, 83]
     """
 
     points: np.ndarray

@@ -1,33 +1,18 @@
 """The frontier engine shared by the sparse mechanisms.
 
 Its cost follows the visited nodes, the quantity bounded in the runtime analysis of
-Zare Moayedi et al. (arXiv 2609.33363) §A.9.
+[ZAYA26] §A.9.  A frontier is the set of tree nodes of one level that a replicate still
+expands, held in fixed-capacity slots and processed in *pieces* of ``P`` consecutive
+slots: every parent is split into its two children (``expand``), the mechanism decides
+each child's fate, and the kept children are appended, order kept, to the next level
+(``compact`` then ``write``); a node that keeps exactly one child can be stepped in place
+(``descend``).  A level with ``A`` nodes costs ``⌈A/P⌉`` pieces, never the capacity.
 
-A frontier is the set of tree nodes of one level that a replicate still expands, held in
-fixed-capacity slots.  A level is processed in *pieces* of ``P`` consecutive slots: every
-parent of the piece is split into its two children (``expand``), the mechanism decides
-each child's fate, and the kept children are appended, order kept, to the next level's
-slots (``compact`` then ``write``).  Work therefore follows the nodes that exist: a
-level with ``A`` nodes costs ``⌈A/P⌉`` pieces, never the capacity.  A node that keeps
-exactly one child can instead be stepped in place (``descend``), with no compaction.
-
-Kernels run under the engine's ``vmap`` over replicates (axis ``REPLICATES``).  Loop trip
-counts are batch maxima (``batch_max``), so loop indices and levels stay unbatched: slices
-at a piece offset are contiguous reads, and a replicate with fewer pieces masks the
-extra ones.  The two levels in flight live in two buffers that swap roles: levels run in
-pairs (``level_pairs``), the first reading buffer ``a`` and writing ``b``, the second the
-reverse, so every write is in place and no level ends with a copy.
-
-Nodes carry their data range ``[lo, hi)`` in the Morton-sorted data (``descent``), their
-chunk key (``keys``) and their path bits, packed in ``W`` words (word ``t`` holds levels
-``32t … 32t+31``, left-aligned; the current word is the counter's path word).  Every node
-array has the node axis *last* (paths are [W, N]), so a level touches one row of paths.
-Cell corners are computed from the paths once, at the end (``lower_corners``).
-
-``barrier``: XLA's CPU fuser copies a cheap producer into every consumer fusion, and the
-hash → noise → consistency chain of a piece has several consumers; passing its result
-through a conditional on a runtime-true flag makes XLA compute it once (a large saving on
-the dense level step).
+Kernels run under the engine's ``vmap`` over replicates; loop trip counts are batch
+maxima (``batch_max``), the two levels in flight live in two buffers that swap roles
+(``level_pairs``), and node arrays have the node axis last.  ``barrier`` makes XLA's CPU
+fuser compute a shared producer once instead of copying it into every consumer.  The
+layout in full: the documentation's theory page "Noise and random words".
 """
 
 from __future__ import annotations

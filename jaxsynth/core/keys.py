@@ -1,36 +1,19 @@
 """Counter-based random words of replicates and tree nodes (Threefry-2x32).
 
-Every random word of a release is ``H(k, c)``, one block of Threefry-2x32-20 (Salmon et
-al. 2011, the hash of ``jax.random``; checked against ``jax.extend.random.threefry_2x32``
-in the tests) of a 64-bit key ``k`` and a 64-bit counter ``c = (c0, c1)``.  Nothing
-depends on batch size, chunking, capacity, device count or engine, so every execution
-of a mechanism draws the same words for the same node.
+Every random word of a release is ``H(k, c)``, one block of Threefry-2x32-20 ([SMDS11],
+the hash of ``jax.random``) of a 64-bit key ``k`` and a 64-bit counter ``c = (c0, c1)``.
+Replicate ``s`` of a batch drawn with key ``K`` uses ``fold_in(K, s)``.  Inside a
+replicate a node at level ``j`` is addressed by a *chunk key* (rehashed every 32 levels
+from the path bits above) and a *path word* (its last path bits, left-aligned); the
+counter of a node draw is ``(tag·32 + j mod 32, path word)``, unique per node and tag.
+Nothing depends on batch size, chunking, capacity, device count or engine, so every
+execution of a mechanism draws the same words for the same node.
 
-Keys.  Replicate ``s`` of a batch drawn with key ``K`` uses ``fold_in(K, s)``
-(``jax.random.fold_in``).  Inside a replicate, a node at level ``j`` with path bits
-``b_0 … b_{j-1}`` (the Morton digits of ``jaxsynth.core.partition``) is addressed by a
-*chunk key* and a *path word*: the chunk key of levels ``32t … 32t+31`` is the replicate
-key for ``t = 0`` and otherwise ``H(chunk key of t−1, (CHUNK·32, b_{32(t−1)} … b_{32t−1}))``;
-the path word holds the bits ``b_{32t} … b_{j−1}`` left-aligned (bit ``b_{32t}`` at
-position 31).  The counter of a node draw is ``(tag·32 + j mod 32, path word)``: unique
-per node and tag, so no node needs a key of its own and a complete tree of depth ≤ 31 is
-pure counter mode.
-
-Tags (``c0 >> 5``):
-
-* ``EXPAND``: the block of a node that is expanded; word 0 is its child 0's draw, word 1
-  its child 1's, and bit 30 of word 0 its coin (the PMM family) — one block per parent;
-* ``ROOT``: the root's own draw (PMM root count; PrivTree root split test);
-* ``LEAF``: a PrivTree leaf's Laplace mass;
-* ``PLACE + t``: words ``2t, 2t+1`` of a PrivTree leaf's uniform representative;
-* ``POINT``: a leaf's point key (the PMM family's uniform placement), whose words
-  ``POINT + 1 + t`` of counter ``j`` place the leaf's ``j``-th synthetic point;
-* ``SELECT``: the Gumbel word of candidate ``a`` (``c1 = a``) of Adaptive Pruned-PMM;
-* ``SHIFT``: words of the public shift ``U`` of shifted PrivTree (``c1 = ⌊c/2⌋``);
-* ``MAIN``: the key of Adaptive Pruned-PMM's synthesis run (the block's two words).
-
-How a word becomes a variate is in ``jaxsynth.core.noise``.  Everything here is
-elementwise ``uint32`` arithmetic, which XLA compiles fast and vectorises.
+Tags (``c0 >> 5``): ``EXPAND`` (a parent's block: its children's draws and its coin),
+``ROOT``, ``LEAF``, ``PLACE + t``, ``POINT``, ``SELECT``, ``SHIFT``, ``MAIN``; what each
+one draws is on the documentation's theory page "Noise and random words".  How a word
+becomes a variate is in ``jaxsynth.core.noise``.  Everything here is elementwise
+``uint32`` arithmetic.
 """
 
 from __future__ import annotations

@@ -2,30 +2,17 @@
 
 Every variate is a function of one word of ``jaxsynth.core.keys``, so an independent
 reimplementation (the tests' per-node oracle) that draws the same words gets the same
-noise.
+noise: the exponential ``−ln u`` with ``u`` on the midpoints of a ``2^-b`` grid, carried
+as an exact float32 pair; the discrete Laplace ``LapZ(σ)`` from one word and one
+logarithm (sign from bit 31, bit 30 left free for the PMM family's coin, ``|Z|``
+truncated at ``21.5σ + 1``, every cdf value within ``2^-30``); the Laplace ``±b·E``; the
+uniform on ``[0, 1)`` from the top 24 bits.
 
-* **Exponential** ``E = −ln u`` with ``u = (k + 1/2)·2^{-b}``, ``k`` the low ``b`` bits of
-  the word: ``u`` is uniform on the midpoints of a ``2^{-b}`` grid.  ``u`` is carried as an
-  exact float32 pair (TwoSum), so ``E`` is accurate to float32 rounding for every ``k``,
-  including ``u`` next to 1 where ``E`` is tiny.  ``E ≤ (b + 1) ln 2`` (21.5 for b = 30).
-* **Discrete Laplace** ``LapZ(σ)`` (``P(z) ∝ e^{−|z|/σ}``): sign from bit 31,
-  magnitude ``M = ⌊(E + h)/ν⌋`` with ``ν = 1/σ`` and ``h = ln(2/(1 + e^{−ν}))`` from the
-  30 low bits.  Then ``P(M ≥ k) = 2q^k/(1 + q)`` for ``k ≥ 1`` (``q = e^{−ν}``), which is
-  the law of ``|Z|``, and the sign is a fair bit (irrelevant when ``M = 0``): one word,
-  one logarithm per draw.  Bit 30 is left free (the PMM family's coin).  The uniform
-  grid truncates ``|Z|`` at ``21.5σ + 1`` (probability ``≤ 5·10^{-10}``) and moves every
-  cdf value by at most ``2^{-30}``.
-* **Laplace** ``Lap(b)``: ``±b·E`` with sign bit 31 and ``E`` from the 31 low bits.
-* **Uniform** on ``[0, 1)``: the top 24 bits over ``2^{24}`` (exact in float32).
-
-Noisy counts.  The PMM family needs ``(c + Z)_+`` for counts ``c < 2^27`` at scales up to
-``σ = ∞`` (deep levels of the packing schedule reach ``σ ≈ 10^{21}`` at depth 150 in
-d = 10, and beyond float range deeper).  ``noisy_count`` returns the value as an int32
-*saturated* at ``SATURATION = 2^30 − 1`` — exact whenever it is below, so every
-comparison a consistency rule makes with a mass ``m < 2^30`` is exact — together with
-the value in units of ``σ``, ``ν·(c + Z)_+`` (float32), which the proportional rule's
-ratio uses when a count saturates (siblings share ``σ``, so the ratio is unchanged).
-Scales are passed as ``ν = 1/σ``; ``ν = 0`` is the limit ``σ = ∞``.
+``noisy_count`` returns ``(c + Z)_+`` as an int32 saturated at ``SATURATION = 2^30 − 1``
+(exact below it, so every comparison of a consistency rule is exact) together with the
+value in units of ``σ`` for the proportional rule's ratio.  Scales are passed as
+``ν = 1/σ``; ``ν = 0`` is the limit ``σ = ∞``.  The derivations: the documentation's
+theory page "Noise and random words".
 """
 
 from __future__ import annotations

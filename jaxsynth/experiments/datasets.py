@@ -1,36 +1,19 @@
 """Data sets on [0,1]^d: seeded generators, user files, explicit rescaling.
 
-Built-in generators (``names()``), from the experiments of Zare Moayedi, Asadi, Yassaee,
-Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv 2609.33363) and
-Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures"
-("He" below):
+Built-in generators (``names()``, ``describe(name)``): the nine 2-D shapes of [ZAYA26] §7
+(``two_moons``, ``spiral``, ``annulus``, ``s_curve``, ``pinwheel``, ``figure_eight``,
+``four_blobs``, ``checkerboard``, ``cross``), ``subspace`` and ``cubes`` ([ZAYA26] Fig. 2,
+Prop. 1), ``ball`` ([He] §6) and ``uniform``.  Every shape stays inside the cube by
+construction (truncated jitter and a fixed affine map), never by clipping.
 
-- the nine 2-D shapes of Zare Moayedi et al. §7 (Fig. 2 right, Fig. 3): ``two_moons``, ``spiral``,
-  ``annulus``, ``s_curve``, ``pinwheel``, ``figure_eight``, ``four_blobs``,
-  ``checkerboard``, ``cross``.  The paper names them without formulas; the geometry used
-  here is stated in ``describe(name)`` and in each generator's docstring;
-- ``subspace``: a ``k``-dimensional coordinate subspace of [0,1]^d (Zare Moayedi et al.
-  Fig. 2 left);
-- ``cubes``: a finite union of ``k``-dimensional coordinate cubes (Zare Moayedi et al.
-  Prop. 1, §C.6);
-- ``ball``: a small Euclidean ball at the center of the cube (He §6);
-- ``uniform``: the uniform cube.
-
-Randomness: ``key`` is a non-negative int or a JAX PRNG key (typed ``jax.random.key`` or
-raw ``uint32`` ``jax.random.PRNGKey``); it seeds a NumPy ``Generator`` (PCG64) through a
-``SeedSequence`` (an int ``s`` through ``default_rng(s)``, a JAX key through its raw key
-data words), so the same key always gives the same points.  Generation is host-side
-float64 NumPy: it happens once per data set, before any JAX work.
-
-Staying inside the cube is by construction, never by clipping: every 2-D shape is drawn in
-its own coordinates inside a known bounding box; Gaussian jitter and Gaussian blobs are
-truncated at 3 standard deviations (draws beyond are redrawn, i.e. rejection sampling), and
-the box enlarged by that bound is mapped into ``[margin, 1 - margin]^2`` by a fixed,
-data-independent affine map with a common scale (geometry preserved).  As a postcondition
-every generator's output is checked with ``jaxsynth.core.validate.check_data``.
+Randomness: ``key`` is a non-negative int or a JAX PRNG key; it seeds a NumPy
+``Generator`` (PCG64) through a ``SeedSequence`` (an int ``s`` through
+``default_rng(s)``, a JAX key through its raw key data words), so the same key always
+gives the same points.  Generation is host-side float64 NumPy, once per data set.
 
 User files (``.npy``, ``.npz``, ``.csv``) are loaded and validated, never rescaled;
-``rescale_to_unit_cube`` is the explicit way to map arbitrary data into the cube.
+``rescale_to_unit_cube`` maps arbitrary data into the cube explicitly.  The geometry of
+each shape: the documentation's data sets page.  Keys: ``docs/references.md``.
 """
 
 from __future__ import annotations
@@ -417,7 +400,13 @@ _SPECS = {
 
 
 def names() -> list[str]:
-    """The built-in data set names, in a stable order."""
+    """The built-in data set names, in a stable order.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.datasets.names()[:3]
+      ['two_moons', 'spiral', 'annulus']
+    """
     return list(_SPECS)
 
 
@@ -442,7 +431,16 @@ def _options(spec: _Spec) -> dict:
 
 
 def describe(name: str) -> str:
-    """One-line description of a built-in data set: geometry, dimension, options."""
+    """One-line description of a built-in data set: geometry, dimension, options.
+
+    Raises:
+      ValueError: for an unknown name (the message lists the known ones).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.datasets.describe("spiral")
+      'Archimedean spiral arm; a curve: dimension 1 (2 when noise > 0, a thickened curve). Options: turns=3.0, noise=0.0, margin=0.05.'
+    """
     spec = _SPECS[_canonical(name)]
     opts = ", ".join(f"{k}={v!r}" for k, v in _options(spec).items()) or "none"
     return f"{spec.summary}. Options: {opts}."
@@ -496,6 +494,18 @@ def intrinsic_dimension(name: str, d=None, k=None, **options) -> int:
 
     Returns:
       The intrinsic dimension, an int in ``[1, d]``.
+
+    Raises:
+      ValueError: for an unknown name, a bad ``d`` or ``k``, or an unknown option.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.datasets.intrinsic_dimension("spiral"), js.datasets.intrinsic_dimension(
+      ...     "subspace", d=8, k=2)
+      (1, 2)
+
+    References:
+      [He] Thm 5.9; [ZAYA26] Thm 5, Prop. 1.
     """
     spec, d, k = _resolve(name, d, k, options)
     return int(spec.dimension(d, k, options))
@@ -531,6 +541,17 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
       ValueError: unknown name or option, bad ``n``/``d``/``k``/``key``, or a file that is
         missing, unreadable, empty, not of rank 2, or has NaN/inf or points outside the
         cube (the message names the file).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> X.shape, X.dtype, bool((X >= 0).all() and (X <= 1).all())
+      ((500, 2), dtype('float64'), True)
+      >>> js.datasets.load("subspace", n=100, d=8, k=2, key=1).shape
+      (100, 8)
+
+    References:
+      [ZAYA26] §7 (the 2-D shapes), Fig. 2, Prop. 1; [He] §6 (the ball).
     """
     if isinstance(name_or_path, os.PathLike) or (
         isinstance(name_or_path, str) and name_or_path.lower().endswith(FILE_SUFFIXES)
@@ -688,6 +709,15 @@ def rescale_to_unit_cube(X, margin=0.0) -> np.ndarray:
 
     Returns:
       [n, d] float64 array inside ``[margin, 1 - margin]^d``.
+
+    Raises:
+      ValueError: naming ``X`` (not a non-empty 2-D array of finite numbers) or ``margin``.
+
+    Examples:
+      >>> import numpy as np
+      >>> import jaxsynth as js
+      >>> js.datasets.rescale_to_unit_cube(np.array([[-3.0, 0.0], [1.0, 2.0]])).tolist()
+      [[0.0, 0.25], [1.0, 0.75]]
     """
     arr = check_real_array(X, "X")
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:

@@ -1,45 +1,18 @@
 """Adaptive Pruned-PMM: private choice of depth and schedule, then one Pruned-PMM run.
 
-Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic
-Data" (arXiv 2609.33363) §4.2 (Algorithm 3), §5.2, §B.1–B.6.  The budget is split
-``ε = ε_sel + ε_main``.  From public quantities only (``n, d, ε_main``) a finite candidate
-set of depth–schedule pairs ``a = (s, r_a, σ^{(a)})`` is fixed (``s`` is a *model*
-packing dimension); the exponential mechanism with budget ``ε_sel`` picks one candidate
-with the data-dependent score ``B_a(X)`` built from the occupancy profile ``O_j(X)``;
-then sparse Pruned-PMM runs once with the chosen depth and schedule, root scale
-``σ_0 = 1/ε_main`` and randomness independent of the selection.
+[ZAYA26] §4.2 (Algorithm 3), §5.2, §B.1–B.6.  The budget is split
+``ε = ε_sel + ε_main``.  From public quantities only (``n, d, ε_main``) a finite set of
+depth–schedule candidates is fixed; the exponential mechanism [MT07] with budget
+``ε_sel`` picks one with the data-dependent score ``B_a(X)`` built from the occupancy
+profile ``O_j(X)`` and sensitivity ``Δ``; then sparse Pruned-PMM runs once with the
+chosen depth and schedule, root scale ``1/ε_main`` and randomness independent of the
+selection.  Private under *replacement* adjacency only ([ZAYA26] §B.4).
 
-Formulas (``L = ⌊d·log2(ε_main n)⌋``, ``q_s = 2^{(s−1)/(2d)}``, ``A_{s,r} = 2Σ_{j<r} q_s^j``):
-
-* standard depths ``r_1 = L``, ``r_s = max{1, ⌊(d/s)·log2(1 + ε_main n ((s−1)/d)^2)⌋}``;
-  the enlarged set adds, for each ``s``, ``r_s* =`` the smallest ``r ∈ 1..L`` minimising
-  the public bound ``B_{s,r} = C/(ε_main n) + (2C/(ε_main n))·A_{s,r}^2 + 2·2^{−r/d}``;
-* schedule ``σ^{(s,r)}_{j+1} = A_{s,r}/(ε_main q_s^j)`` (``2Σ 1/σ = ε_main`` exactly; it is
-  the ``packing(s)`` schedule of §A.8 at budget ``ε_main``);
-* score ``B_a(X) = C/(ε_main n) + (4C/n)·Σ_{j<r_a} σ_{j+1} O_j(X) 2^{−j/d} + 2·2^{−r_a/d}``;
-* sensitivity ``Δ = max_a (4C/n)·Σ_{j<r_a} σ^{(a)}_{j+1} 2^{−j/d}`` (replacing one point
-  moves every ``O_j`` by at most 1), selection ``P(a) ∝ exp(−ε_sel B_a/(2Δ))``.
-
-Privacy (Zare Moayedi et al. §B.4): ``(ε_sel + ε_main)``-DP under *replacement* adjacency
-only — the score sensitivity and the free root count both assume a fixed ``n``.
-
-Sharpness of the selection.  One unit of score is worth ``ε_sel/(2Δ)`` nats, and ``Δ``
-is attained by ``s = 1``, whose flat schedule ``σ = 2L/ε_main`` makes its terms largest.
-Where the scores are separated by many ``Δ`` (ambient-like data) the choice is sharp and
-falls on the ambient candidates; where they lie within a fraction of ``Δ`` of each other
-(data of intrinsic dimension 1) it is close to uniform over the candidate depths, not an
-identification of ``k``.  More ``ε_sel`` cannot sharpen it much, since
-``ε_sel/(2Δ) ∝ ε_sel·ε_main ≤ ε^2/4``; the enlarged candidate set does not either.  The
-``s = 1`` candidate (depth ``L``) pays the noise term
-``8C L^2/(ε_main n)·mean_j O_j 2^{−j/d}`` (the ``d^2 log^2(εn)/(εn)`` rate with its
-constant), so on a line it beats ``s = 2`` only at very large ``εn``.  The figures of
-the paper's Fig. 2 setting are in the README ("Design decisions that neither paper
-fixes") and notebook 2.
-
-Default split: ``eps_sel = 0.1`` (10% of ε; neither paper fixes one).  Where the scores
-are separated even a small share of ε gives a sharp choice, and where they are not no
-split sharpens it (``ε_sel/(2Δ)`` peaks at ``ε_sel = ε/2``), so a larger share only
-costs synthesis budget; a sweep of the split is summarised in the README.
+The selection is sharp only where the scores are separated by many ``Δ``; on data of low
+intrinsic dimension it is close to uniform over the candidate depths.  Default split:
+``eps_sel = 0.1`` (neither paper fixes one).  The formulas, the sharpness argument and
+the choice of the split: the documentation's theory page "Adaptive Pruned-PMM
+selection".  Keys: ``docs/references.md``.
 """
 
 from __future__ import annotations
@@ -297,8 +270,8 @@ class AdaptivePrunedPMM(Mechanism):
     Pruned-PMM run with the chosen depth and schedule (``σ_0 = 1/ε_main``, fresh
     randomness).  ``(ε_sel + ε_main)``-DP under replacement adjacency (Zare Moayedi et al. §B.4).
     Cost per replicate O(K·L) (K ≥ root mass, L the largest candidate depth), never 2^r.
-    The default split and what the selection does at the Fig. 2 setting are discussed in
-    the module docstring.
+    The default split and what the selection does at the Fig. 2 setting: the theory page
+    "Adaptive Pruned-PMM selection".
 
     Attributes:
       eps_sel: the FRACTION of ε spent on selection, in (0, 1); default 0.1.
@@ -306,6 +279,21 @@ class AdaptivePrunedPMM(Mechanism):
         optimising depths ``r_s*``; duplicates of ``r_s°`` get probability 0).
       C: the constant ``C_abs`` of the score (1, since ``E|LapZ(σ)| ≤ σ``).
       placement: ``"center"`` or ``"uniform"`` representatives in the leaf cells.
+
+    Raises:
+      ValueError: naming the attribute, for a split outside (0, 1), an unknown candidate
+        set or placement, or a non-positive ``C``.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> mech = js.AdaptivePrunedPMM(eps_sel=0.2)
+      >>> [round(e, 3) for e in mech.split(1.0)]          # (ε_sel, ε_main)
+      [0.2, 0.8]
+      >>> [int(r) for r in mech.candidate_set(30000, 2, 1.0).depth]   # public candidates
+      [29, 12]
+
+    References:
+      [ZAYA26] §4.2 (Algorithm 3), §B.1–B.6; [MT07] (the exponential mechanism).
     """
 
     eps_sel: float = 0.1

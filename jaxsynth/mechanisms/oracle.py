@@ -1,34 +1,22 @@
-"""NON-PRIVATE oracle partitions and oracle measures.
-
-The oracle partitions of Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private
-Synthetic Measures" ("He" below) §2.3, §4, §5.1.
+"""NON-PRIVATE oracle partitions and oracle measures ([He] §2.3, §4, §5.1).
 
 Nothing in this module is differentially private: every function reads exact cell
 counts of the data.  The outputs are ``SyntheticMeasure`` objects labelled with
-``adjacency = "none (ORACLE: not private)"`` and budget ``ε = inf`` so that the same W1
-code applies and no table can mistake them for private releases.  They isolate the
-*resolution* error of a partition from the *privacy* error of the noisy leaf masses:
-for a PrivTree release ``out``, ``oracle_measure(X, out)`` is ``ν_T`` of the same tree
-(exact leaf masses, He §5.2) and ``W1(μ, ν_T)`` is its resolution part.
+``adjacency = "none (ORACLE: not private)"`` and budget ``ε = inf``, so the same W1 code
+applies and no table can mistake them for private releases.  They isolate the
+*resolution* error of a partition from the *privacy* error of its noisy leaf masses.
 
-* ``hard_threshold(X, θ)``: split a cell while ``μ(Q) > θ`` (He Algorithm 3),
-  capped at a public depth (the algorithm need not terminate with repeated points;
-  the paper's own cap, in its Appendix A, limits the leaf count; a depth cap is used
-  here, as for PrivTree).
-* ``soft_threshold(X, θ, δ)``: split while ``μ(Q) > θ + depth(Q)·δ`` (He §5,
-  Algorithm 4), which terminates by itself once ``θ + kδ ≥ 1``; the cap also applies.
-* ``oracle_measure(X, tree)``: Algorithm 1, the measure ``Σ_Q μ(Q) δ_{y_Q}`` on the
-  leaves of any tree given by a measure's atoms (one atom strictly inside each leaf, at
-  level ``leaf_depth``; shifted partitions via ``info["shift"]``).
-* ``resolution_functional(X, tree)``: ``R_T(μ) = Σ_{leaves} p_Q 2^{−depth(Q)/d}``
-  (He §2.3, Lemma 2.5: ``W1(μ, ν_T) ≤ 2d·R_T(μ)``).
+* ``hard_threshold(X, θ)``: split a cell while ``μ(Q) > θ`` ([He] Algorithm 3), capped at
+  a public depth;
+* ``soft_threshold(X, θ, δ)``: split while ``μ(Q) > θ + depth(Q)·δ`` ([He] Algorithm 4);
+* ``oracle_measure(X, tree)``: the measure ``Σ_Q μ(Q) δ_{y_Q}`` on the leaves of a
+  measure's tree ([He] Algorithm 1);
+* ``resolution_functional(X, tree)``: ``R_T(μ) = Σ_Q p_Q 2^{−depth(Q)/d}``, with
+  ``W1(μ, ν_T) ≤ 2d·R_T(μ)`` ([He] Lemma 2.5).
 
-Split tests compare float32 counts with ``θn + kδn`` rounded to float32, exactly as
-written unless a count lies within float32 rounding of the threshold.  Leaves of the
-threshold trees are all leaves, empty ones included (atoms of weight 0), so the leaves
-partition Ω.  Their leaf count is bounded in advance (a level holds at most
-``n // c_min`` cells that split, ``c_min`` the least count that passes), so the frontier
-never overflows; the check still raises if it did.
+Leaves include the empty cells (atoms of weight 0), so they partition the cube; the leaf
+count is bounded in advance, so the node table never overflows.  Keys:
+``docs/references.md``; more on the theory page "Mechanisms and accounting".
 """
 
 from __future__ import annotations
@@ -101,6 +89,21 @@ def hard_threshold(X, theta: float, depth_cap: int | None = None) -> SyntheticMe
     Returns:
       an unbatched ``SyntheticMeasure`` (mechanism ``"oracle-hard"``); ``info["cap_hits"]``
       counts cells at the cap that would have been split.
+
+    Raises:
+      ValueError: naming ``X``, ``theta`` or ``depth_cap`` for bad input.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> nu = js.oracle.hard_threshold(X, 0.05, depth_cap=8)
+      >>> nu.accounting
+      {'adjacency': 'none (ORACLE: not private)', 'epsilon': inf}
+      >>> round(float(js.oracle.resolution_functional(X, nu)), 4)
+      0.1614
+
+    References:
+      [He] §4.1, Algorithm 3.
     """
     return _threshold_measure(X, float(theta), 0.0, depth_cap, "oracle-hard")
 
@@ -120,6 +123,19 @@ def soft_threshold(X, theta: float, delta: float, depth_cap: int | None = None) 
 
     Returns:
       an unbatched ``SyntheticMeasure`` (mechanism ``"oracle-soft"``).
+
+    Raises:
+      ValueError: naming ``X``, ``theta``, ``delta`` or ``depth_cap`` for bad input.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> nu = js.oracle.soft_threshold(X, 0.0, 0.01, depth_cap=8)
+      >>> nu.mechanism, round(float(nu.weights.sum()), 5)
+      ('oracle-soft', 1.0)
+
+    References:
+      [He] §5, Algorithm 4.
     """
     return _threshold_measure(X, float(theta), float(delta), depth_cap, "oracle-soft")
 
@@ -210,6 +226,17 @@ def oracle_measure(X, tree: SyntheticMeasure) -> SyntheticMeasure:
     Returns:
       a ``SyntheticMeasure`` with the same batch shape, mechanism ``"oracle[<name>]"``;
       ``info["shift"]`` is kept so the W1 code uses the same partition.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PrivTree(), X, eps=1.0)
+      >>> nu = js.oracle.oracle_measure(X, out)      # same leaves, exact masses
+      >>> nu.mechanism, round(float(nu.weights.sum()), 5)
+      ('oracle[privtree]', 1.0)
+
+    References:
+      [He] Algorithm 1, §5.2.
     """
     masses = leaf_masses(X, tree)
     weights = jnp.asarray(masses, jnp.float32)
@@ -236,8 +263,17 @@ def resolution_functional(X, tree: SyntheticMeasure) -> np.ndarray:
     He §2.3 (Lemma 2.5: ``W1(μ, ν_T) ≤ Σ p_Q diam(Q) ≤ 2d·R_T(μ)``).  For a shifted
     partition the depths are those of the partition of ``[0,2]^d``.
 
+    Args:
+      X: [n, d] data in [0,1]^d.
+      tree: a ``SyntheticMeasure`` whose atoms name the leaves (any batch shape).
+
     Returns:
       [*B] float64, one value per replicate of ``tree``.
+
+    See ``hard_threshold`` for an example.
+
+    References:
+      [He] §2.3, Lemma 2.5.
     """
     masses = leaf_masses(X, tree)
     d = np.asarray(tree.points).shape[-1]

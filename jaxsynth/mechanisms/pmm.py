@@ -268,6 +268,23 @@ class PMM(_PMMFamily):
       placement: ``"center"`` (one atom per leaf) or ``"uniform"`` (``m_θ`` i.i.d. points).
       adjacency: ``"replacement"`` (default) or ``"add_remove"``.
       root_scale: ``σ_0``; default ``1/ε`` (replacement, free) or ``2/ε`` (add/remove).
+
+    Raises:
+      ValueError: naming the attribute, for a depth, schedule, rule, placement, adjacency
+        or scale outside its range (at construction); ``js.release`` refuses a depth
+        whose tree does not fit in memory.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PMM(depth=6), X, eps=1.0)
+      >>> out.points.shape, round(float(out.weights.sum()), 5)
+      ((64, 2), 1.0)
+      >>> out.accounting["adjacency"], out.accounting["epsilon"]
+      ('replacement', 1.0)
+
+    References:
+      [HVZ23]; [ZAYA26] §3, §A.8 (schedules), Thm A.3 (privacy).
     """
 
     consistency: str = "proportional"
@@ -292,6 +309,21 @@ class PrunedPMM(_PMMFamily):
         (dense while ``2^r ≤ 2n``: there the complete tree has no more nodes than the
         pruned tree can, and a complete-tree node is cheaper).  Both release the same
         measure for the same key.
+
+    Raises:
+      ValueError: naming the attribute, as for ``PMM``, or an unknown engine.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.PrunedPMM(engine="sparse").name
+      'pruned-pmm'
+      >>> js.PrunedPMM(engine="gpu")
+      Traceback (most recent call last):
+      ...
+      ValueError: engine must be one of ...
+
+    References:
+      [ZAYA26] §4.1, §A.2–A.3, Algorithms 1–2, Thm A.3.
     """
 
     engine: str = "auto"

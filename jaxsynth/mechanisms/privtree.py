@@ -1,81 +1,22 @@
-"""PrivTree on the cyclic partition with Laplace leaf masses.
+"""PrivTree on the cyclic partition with Laplace leaf masses, plain or randomly shifted.
 
-The mechanism of Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private
-Synthetic Measures" ("He" below) §3, §5.2, §6, built on PrivTree (Zhang, Xiao, Xie, "PrivTree: A
-Differentially Private Algorithm for Hierarchical Decompositions", SIGMOD 2016).
+The mechanism of [He] §3, §5.2, §6, built on PrivTree [ZXX16] (Algorithm 2, fanout 2).
+Under add/remove adjacency, ``ε/2`` grows the tree (a cell at level ``k`` with ``c``
+points splits iff ``max(c − kδ, −δ) + Lap(6/ε) > 0``, ``δ = (6/ε) ln 2``), ``ε/2`` adds
+``Lap(2/(εn))`` to every leaf mass, and reconstruction (``"topdown"`` or ``"lp"``) is
+post-processing.  ``shift=True`` moves the data by a public uniform ``U`` drawn from the
+replicate key ([He] §6), on a 2^-22 grid so that every cell boundary stays exact in
+float32.
 
-**Mechanism** (add/remove adjacency, He §2.2; total budget ``ε``):
+A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``) makes the tree
+finite; the node table's capacity is fitted to the expected leaf count, and a replicate
+that overflows is rerun with doubled capacity (same result: node randomness depends only
+on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap``, ``capacity``
+and, with the shift, ``shift``; ``cap_hits`` and ``capacity`` are computed from the data
+and are *not* differentially private.
 
-1. *Tree* (``ε/2``, PrivTree of Zhang–Xiao–Xie 2016, Algorithm 2, fanout ``β = 2``).
-   A reached cell ``Q`` at level ``k`` with ``c_Q`` data points has the biased count
-   ``b(Q) = max(c_Q − k·δ, θ − δ)`` and is split iff ``b(Q) + Lap(λ) > θ``, with
-   ``θ = 0``, ``λ = (2β−1)/((β−1)·ε/2) = 6/ε`` and ``δ = λ·ln β = λ ln 2``.  In He's mass
-   units (``p_Q = c_Q/n``) this is ``σ = 6/(εn)``, ``δ = σ ln 2``, ``θ = 0`` (He §5.2,
-   the ``ε/2`` parameter choice); counts are used on the device because the test is
-   scale-free for ``θ = 0``.  The clamp at ``θ − δ`` is what makes PrivTree
-   private; it is kept.  Unsplit cells are leaves.
-2. *Leaf masses* (``ε/2``, He Algorithm 2 / Proposition 3.1): every leaf gets
-   ``p̃_Q = p_Q + Lap(2/(εn))``; each point lies in exactly one leaf, so the leaf-count
-   vector has ℓ1 sensitivity 1 under add/remove adjacency.
-3. *Reconstruction* (post-processing) into a probability vector on the leaves:
-   ``"topdown"`` (default): noisy subtree sums ``S_v = Σ_{leaves under v} p̃_Q``, root mass
-   1, a node's mass split between its children in proportion to ``(S_child)_+`` (evenly
-   when both are ``≤ 0``); ``"lp"``: the projection of He's Algorithm 2, exact by
-   linear programming (``lp_projection``; host side, at most ``LP_MAX_LEAVES`` leaves).
-4. *Representatives*: the cell center (default) or a uniform point of the cell.
-
-**Random shift** (``shift=True``, He §6).  A public ``U`` is drawn from the replicate
-key (independent of the data); the data move to ``Ω + U ⊂ [0,2]^d``, partitioned
-cyclically.  Equivalently ``y = (x + U)/2`` lies in ``[U/2, (1+U)/2] ⊂ [0,1]^d`` with the
-standard partition, which is what is computed.  A reached cell disjoint from that window
-is discarded (no noise, never split, no mass, not a leaf); representatives lie in
-``Q ∩ (Ω + U)`` and are shifted back by ``−U``, so every representative lies in Ω.
-``out.info["shift"]`` holds ``U``.  The Morton order of the shifted data depends on ``U``,
-so each replicate codes and sorts its shifted data on the device
-(``privtree_kernel.shifted_codes``, ``O(n log n)``) and descends them by binary search;
-nothing runs on the host per replicate.
-
-*Choice, documented:* ``U`` is uniform on the midpoints ``(2k+1)·2^-23``,
-``k = 0..2^22−1``, of a 2^-22 grid per coordinate rather than on the continuum: then
-``U``, ``(1+U)/2`` and every cell boundary of up to ``MAX_BISECTIONS = 22`` bisections
-per coordinate are exact float32 numbers, the window boundary never coincides with a
-cell boundary, and ``x ↦ (x + U)/2`` assigns cells exactly (the data are truncated to 29
-binary digits first, which leaves every cell assignment at ≤ 22 bisections unchanged,
-so ``2^30·(x + U)/2`` is an exact uint32).  The law of ``U`` differs from Unif[0,1]^d by at most
-2^-23 in every coordinate, far below the cell sizes the analysis uses.
-
-**Depth cap and capacity.**  Ghost subtrees of PrivTree are subcritical (an empty cell
-splits with probability ``P(Lap(λ) > δ) = 1/4``), so the tree is finite almost surely
-but has no deterministic depth bound, and data with repeated points split deep.  A
-public cap stops it: cells at level ``depth_cap`` are leaves; their split test is still
-drawn so ``info["cap_hits"]`` counts the splits the cap prevented (a capped tree is the
-truncation of the uncapped one: post-processing, no privacy cost).  Default
-``depth_cap = d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``: cubes of side ``≤ 1/(2εn)``, whose
-diameter is below the ``~1/(εn)`` floor of any ε-DP release.  The node table (every
-reached cell) has a fixed capacity ``K`` so it vmaps over seeds and ε.  The expected number of leaves is at most
-``6 + εn/(4 ln 2)`` (He §5.2, for the uncapped tree; truncation and the shift's
-discarding only remove leaves), and never above ``2^cap``.  On structured data it is
-far smaller, so the default capacity is computed from the exact expected leaf count of
-the data (``expected_leaves``, unshifted) with margins: twice ``1.25 E + 6√E + 32``
-(a tree has fewer than twice as many reached cells as leaves).  Every
-replicate detects overflow; in the default ``capacity=None`` mode the
-overflowing seeds are rerun with doubled capacity until none overflows (node randomness
-depends only on the node's path, so a rerun reproduces the same tree and results never
-depend on capacity or batching).  An explicit ``capacity`` that overflows raises
-``ValueError``.  Nothing is ever silently truncated.
-
-Node randomness (``jaxsynth.core.keys``): a cell's split test uses the word its parent's
-``EXPAND`` block drew for it (the root's ``ROOT`` word), its leaf noise its ``LEAF`` word,
-its uniform representative its ``PLACE`` words; the shift the replicate's ``SHIFT`` words.
-Every ``Lap`` draw is exact up to a tail truncation at ``22·b`` (``core.noise``).
-
-Note on ``out.size``: PrivTree releases a probability vector, not an integer sample; its
-``size`` is the number of atoms with positive released mass; ``leaves`` counts all leaves
-(zero-mass ones included: every leaf that can hold data carries an atom, which the tree
-W1 needs), ``visited`` the cells whose split test was drawn, ``depth`` the deepest leaf.
-``info`` holds ``noisy_mass`` (the released ``p̃_Q``, [.., M]), ``cap_hits``, ``depth_cap``,
-``capacity`` and, with the shift, ``shift``.  ``cap_hits`` and ``capacity`` are
-diagnostics computed from the data and are *not* differentially private.
+The derivation, the shift's grid, the capacity bound and the node randomness: the
+documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.
 """
 
 from __future__ import annotations
@@ -264,6 +205,22 @@ class PrivTree(Mechanism):
       placement: ``"center"`` or ``"uniform"`` (one point uniform in the leaf's box).
       capacity: node-table slots; ``None`` starts from the expected size and doubles for
         overflowing replicates, an int is used as is and overflow raises ``ValueError``.
+
+    Raises:
+      ValueError: naming the attribute, for a bad cap, capacity, reconstruction or
+        placement; at release, when an explicit ``capacity`` overflows.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PrivTree(), X, eps=1.0)
+      >>> out.accounting
+      {'adjacency': 'add_remove', 'eps_leaves': 0.5, 'eps_tree': 0.5, 'epsilon': 1.0}
+      >>> round(float(out.weights.sum()), 5)
+      1.0
+
+    References:
+      [He] §3, §5.2, §6; [ZXX16] Algorithm 2, Corollary 1.
     """
 
     shift: bool = False

@@ -1,7 +1,7 @@
 # %% [markdown]
-# # 2. Seed 001, Fig. 2: Adaptive Pruned-PMM against PMM at the ambient depth
+# # 2. Zare Moayedi et al., Fig. 2: Adaptive Pruned-PMM against PMM at the ambient depth
 #
-# Seed 001 (§7, Fig. 2 left and App. D) puts n = 30000 points on a k-dimensional
+# Zare Moayedi et al. (§7, Fig. 2 left and App. D) put n = 30000 points on a k-dimensional
 # coordinate subspace of [0,1]^d and compares full PMM at the ambient depth
 # r = ⌈log2(εn)⌉ = 15 with Adaptive Pruned-PMM, which privately selects a depth and
 # schedule (ε = 1, ℓ∞ ground metric).  Claimed: the adaptive mechanism has the lower
@@ -297,7 +297,7 @@ exact_table.round(4)
 # %% [markdown]
 # ## Conclusion
 #
-# * **Seed 001's Fig. 2 ordering reproduces, for a reason the paper does not give.**
+# * **Zare Moayedi et al.'s Fig. 2 ordering reproduces, for a reason the paper does not give.**
 #   Adaptive Pruned-PMM has the lower ℓ∞ W1 at k = 1 (0.144 against 0.250 at d = 8) and
 #   k = 3, but its exponential mechanism spreads its choice almost uniformly over the
 #   candidate depths; the gain comes from those depths being mostly deeper than PMM's 15,

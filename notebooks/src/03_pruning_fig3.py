@@ -1,7 +1,7 @@
 # %% [markdown]
-# # 3. Seed 001, pruning: Pruned-PMM against full PMM (Fig. 2 right, Fig. 3)
+# # 3. Zare Moayedi et al., pruning: Pruned-PMM against full PMM (Fig. 2 right, Fig. 3)
 #
-# Seed 001 (§7) compares full PMM, which materialises the complete binary tree of
+# Zare Moayedi et al. (§7) compare full PMM, which materialises the complete binary tree of
 # depth r, with Pruned-PMM, which expands only children with positive corrected counts,
 # on nine 2-D shapes at n = 30000, ε = 1, r = ⌈log2(εn)⌉ = 15, 10 runs per shape.
 # Claimed: the W1 ratio Pruned / full stays close to 1 while runtime and visited nodes

@@ -1,7 +1,7 @@
 # %% [markdown]
-# # 4. Seed 000: PrivTree rates, the shifted partition, oracle partitions
+# # 4. He: PrivTree rates, the shifted partition, oracle partitions
 #
-# Seed 000 bounds the expected W1 of PrivTree with Laplace leaf masses by
+# He bounds the expected W1 of PrivTree with Laplace leaf masses by
 # (log(εn)/(εn))^(1/d) on ambient data (Thm 5.7) and by (log(εn)/(εn))^(1/s) on data
 # of intrinsic dimension 2 < s ≤ d (Thm 5.9); its §6 shows that a randomly shifted
 # partition avoids the 2^d occupied cells a grid-aligned cluster (a small central ball)
@@ -107,7 +107,7 @@ exact_fits[["data", "column", "slope", "ci_low", "ci_high", "theory", "bound_slo
 #
 # n = `BALL_N` points uniform in the Euclidean ball of radius 0.1 at the centre of the
 # cube.  The fixed partition's first d cuts all pass through the ball's centre, so it
-# needs 2^d cells before it resolves anything; the public random shift of seed 000 §6
+# needs 2^d cells before it resolves anything; the public random shift of He §6
 # moves the grid so that the ball mostly falls inside few cells.
 
 # %%
@@ -162,7 +162,7 @@ check.groupby(["data", "mechanism"])[["w1_tree", "w1_lower", "w1_sinkhorn", "w1_
 # error of the private partition; the *soft-threshold oracle* is the partition PrivTree
 # would build without noise (split while μ(Q) > k·δ, δ = (6/(εn))·ln 2), its W1 the
 # resolution error of the ideal partition.  The difference between the release and its
-# oracle measure is what the noisy leaf masses cost.  Also shown: seed 000's resolution
+# oracle measure is what the noisy leaf masses cost.  Also shown: He's resolution
 # functional R_T = Σ μ(Q) 2^(−depth(Q)/d), with Lemma 2.5's bound 2d·R_T.  Data: uniform
 # d = 3.
 

@@ -12,11 +12,11 @@
 # The sweeps (ε = 1, ℓ∞ ground metric, every replicate measured by the certified bracket
 # `lower ≤ W1 ≤ upper`, cheap and 3–7 times wide; notebooks 2–4 check it against Sinkhorn
 # and measure their comparisons on the full-data W1):
-# 1. seed 001 Fig. 2, one cell: PMM at the ambient depth against Adaptive Pruned-PMM on a
+# 1. Zare Moayedi et al. Fig. 2, one cell: PMM at the ambient depth against Adaptive Pruned-PMM on a
 #    line (k = 1) in d = 8, n = 30000; and the selection frequencies against their exact
 #    probabilities;
-# 2. seed 001 Fig. 2 right, one shape: Pruned-PMM / full PMM on the spiral, r = 15;
-# 3. seed 000: the PrivTree rate on the uniform cube, d = 3;
+# 2. Zare Moayedi et al. Fig. 2 right, one shape: Pruned-PMM / full PMM on the spiral, r = 15;
+# 3. He: the PrivTree rate on the uniform cube, d = 3;
 # 4. cells 1 and 2 again on the quantity the papers bound, the ℓ∞ W1 between the whole
 #    data set and each release (`js.w1(method="exact")`, certified to 1%), with the
 #    replicates that costs: its transport LPs run on the host CPU whatever the device.
@@ -97,7 +97,7 @@ def mean_ci(x):
     return pd.Series({"mean": x.mean(), "95% CI ±": 1.96 * x.std(ddof=1) / np.sqrt(len(x))})
 
 # %% [markdown]
-# ## 1. Seed 001 Fig. 2, one cell
+# ## 1. Zare Moayedi et al. Fig. 2, one cell
 
 # %%
 X = js.datasets.load("subspace", n=FIG2["n"], d=FIG2["d"], k=1, key=0)
@@ -118,7 +118,7 @@ table["2 s.e."] = 2 * np.sqrt(table.probability * (1 - table.probability) / REPL
 table[["s", "depth", "probability", "frequency", "2 s.e."]].round(4)
 
 # %% [markdown]
-# ## 2. Seed 001 Fig. 2 right, one shape: the W1 ratio of Pruned-PMM to full PMM
+# ## 2. Zare Moayedi et al. Fig. 2 right, one shape: the W1 ratio of Pruned-PMM to full PMM
 
 # %%
 r = math.ceil(math.log2(EPS * PRUNING_N))
@@ -129,7 +129,7 @@ pd.DataFrame({f"{c} ratio Pruned / full (paired)": mean_ci(paired[c, "Pruned-PMM
               for c in ("w1_lower", "w1_upper")}).round(5)
 
 # %% [markdown]
-# ## 3. Seed 000: the PrivTree rate on the uniform cube, d = 3
+# ## 3. He: the PrivTree rate on the uniform cube, d = 3
 
 # %%
 rates = sweep("PrivTree rate", {"PrivTree": js.PrivTree()}, ("uniform", {"d": 3}),

@@ -1,0 +1,192 @@
+"""The documentation's own checks: docstring examples and runnable page blocks run, module
+docstrings stay short and free of measured figures, every public name has a docstring and
+a section in the API reference."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import jaxsynth
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "jaxsynth"
+DOCS = ROOT / "docs"
+NAMESPACES = ("jaxsynth", "jaxsynth.wasserstein")
+MAX_MODULE_DOC_LINES = 25
+
+MODULES = sorted(
+    info.name for info in pkgutil.walk_packages(jaxsynth.__path__, "jaxsynth.")
+    if not info.name.endswith("__main__")
+)
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+# A measured figure: a speed ratio ("3×", "1.5x faster"), or a time or size that reads as
+# a measurement: approximate ("~350 MB", "about 2 s"), a range ("0.5–0.7 s"), a decimal
+# ("5.5 GiB"), a rate ("3 ms per call"), what something took or costs ("takes 4 s"), or a
+# number right after "measured".  Round settings ("a 2 GiB chunk", "skips those under
+# 1 s") and parameters ("2^30", "float32", "Threefry-2x32", "ε = 1") do not match.
+_NUMBER = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_UNIT = r"\s*(?:s|ms|µs|us|ns|secs?|seconds?|min|minutes?|hours?|[KMGT]i?B|bytes)\b"
+FIGURE = re.compile(
+    rf"(?<![\w.^]){_NUMBER}\s*×"
+    rf"|(?<![\w.^]){_NUMBER}x\b"
+    rf"|(?:~|≈|\babout\s|\baround\s|\broughly\s){_NUMBER}{_UNIT}"
+    rf"|(?<![\w.^]){_NUMBER}\s*[–-]\s*{_NUMBER}{_UNIT}"
+    rf"|(?<![\w.^])\d+\.\d+{_UNIT}"
+    rf"|(?<![\w.^]){_NUMBER}{_UNIT}\s+(?:per|a|an|each)\s"
+    rf"|\b(?:takes?|took|taking|costs?|costing|ran|runs)\s+(?:in\s+)?{_NUMBER}{_UNIT}"
+    r"|\bmeasured\s+(?:at\s+)?[-+~]?\d",
+)
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def docstrings(path: Path):
+    """(where, docstring) of the module and of every class and function in ``path``."""
+    tree = ast.parse(path.read_text())
+    yield relative(path), ast.get_docstring(tree, clean=False)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield f"{relative(path)}:{node.lineno} {node.name}", ast.get_docstring(node)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=relative)
+def test_module_docstring_is_short(path):
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    assert doc, f"{relative(path)} has no module docstring"
+    lines = len(doc.strip().splitlines())
+    assert lines <= MAX_MODULE_DOC_LINES, (
+        f"{relative(path)}: module docstring of {lines} lines (at most "
+        f"{MAX_MODULE_DOC_LINES}); move derivations to a page under docs/theory/")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=relative)
+def test_no_measured_figure_in_docstrings(path):
+    found = [f"{where}: {match.group(0)!r}" for where, doc in docstrings(path) if doc
+             for match in FIGURE.finditer(doc)]
+    assert not found, "measured figures belong in benchmark results:\n" + "\n".join(found)
+
+
+def test_figure_pattern():
+    """The pattern finds timings, sizes and ratios, and leaves parameters alone."""
+    for text in ("takes 0.5 s", "3 ms per call", "~350 MB", "5.5 GiB", "4–7× slower",
+                 "1.5x faster", "measured 1.3e-5", "took 2 minutes", "about 300 MB",
+                 "0.2–0.35 s", "costs 4 s"):
+        assert FIGURE.search(text), text
+    for text in ("Threefry-2x32", "float32 words", "2^30 − 1 counts", "ε = 1", "16 seeds",
+                 "[n, d] points", "d = 3 dimensions", "O(n log n)", "3 sigmas",
+                 "one chunk on a CPU (2 GiB)", "skips those under 1 s", "longer than 2 s"):
+        assert not FIGURE.search(text), text
+
+
+def public_objects():
+    """(qualified name, object) of every public name, and of the members of public modules."""
+    for namespace in NAMESPACES:
+        module = importlib.import_module(namespace)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            yield f"{namespace}.{name}", obj
+            if inspect.ismodule(obj):
+                for member, value in vars(obj).items():
+                    if (not member.startswith("_") and callable(value)
+                            and getattr(value, "__module__", None) == obj.__name__):
+                        yield f"{namespace}.{name}.{member}", value
+
+
+def constant_documented(namespace: str, name: str) -> bool:
+    """Whether the assignment of the constant ``name`` that ``namespace`` re-exports is
+    followed by a string (an attribute docstring)."""
+    module = importlib.import_module(namespace)
+    source = inspect.getsource(module)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+            source = inspect.getsource(importlib.import_module(node.module))
+            break
+    body = ast.parse(source).body
+    for node, after in zip(body, body[1:]):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return (isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str))
+    return False
+
+
+@pytest.mark.parametrize("qualname,obj", list(public_objects()), ids=lambda v: v
+                         if isinstance(v, str) else "")
+def test_public_name_has_docstring(qualname, obj):
+    if inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj):
+        doc = inspect.getdoc(obj)
+        assert doc and doc.strip(), f"{qualname} has no docstring"
+    else:
+        namespace, name = qualname.rsplit(".", 1)
+        assert constant_documented(namespace, name), f"{qualname} has no docstring"
+
+
+def reference_hook():
+    spec = importlib.util.spec_from_file_location("reference", DOCS / "_hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_api_reference_lists_every_public_name():
+    hook = reference_hook()
+    pages = hook.pages()
+    assert set(hook.NAMESPACES.values()) and {ns for ns, _ in hook.NAMESPACES.values()} == set(
+        NAMESPACES)
+    for path, (namespace, _) in hook.NAMESPACES.items():
+        text = pages[path]
+        for name in importlib.import_module(namespace).__all__:
+            assert f"## `{namespace}.{name}`" in text, f"{namespace}.{name} missing from {path}"
+            # the rendered object is the public one
+            target = hook.target(namespace, name)
+            module_name, _, attr = target.rpartition(".")
+            try:
+                rendered = importlib.import_module(target)
+            except ImportError:
+                rendered = getattr(importlib.import_module(module_name), attr)
+            assert rendered is getattr(importlib.import_module(namespace), name), target
+            assert f"::: {target}\n" in text
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_docstring_examples_run(module):
+    """Every ``>>>`` example of the package's docstrings runs and prints what it shows."""
+    mod = importlib.import_module(module)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(mod, module, globs={"js": jaxsynth}):
+        if test.examples and test.filename and Path(test.filename).resolve().is_relative_to(
+                PACKAGE):
+            runner.run(test)
+    failed, attempted = runner.summarize(verbose=False)
+    assert failed == 0, f"{failed} of {attempted} docstring examples of {module} failed"
+
+
+RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.S)
+PAGES = sorted(p for p in DOCS.rglob("*.md") if RUNNABLE.search(p.read_text()))
+
+
+def test_some_pages_have_runnable_blocks():
+    assert PAGES, "no documentation page marks a runnable block"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=relative)
+def test_runnable_page_blocks(page, tmp_path, monkeypatch):
+    """The blocks a page marks ``<!-- runnable -->`` run, in order, in one namespace."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in RUNNABLE.findall(page.read_text()):
+        exec(compile(block, str(page), "exec"), namespace)  # noqa: S102

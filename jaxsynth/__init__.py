@@ -33,6 +33,7 @@ _LAZY = {
     "join_cluster": ("jaxsynth.experiments.cluster", "join"),
     "plots": ("jaxsynth.experiments.plots", None),
     "simulate": ("jaxsynth.experiments.sweep", "simulate"),
+    "summarize": ("jaxsynth.experiments.summary", "summarize"),
 }
 """Names whose modules load pandas, matplotlib or SciPy's statistics: imported on first
 use, so ``import jaxsynth`` costs little more than ``import jax``."""
@@ -71,5 +72,6 @@ __all__ = [
     "release",
     "release_batch",
     "simulate",
+    "summarize",
     "w1",
 ]

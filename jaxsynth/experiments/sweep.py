@@ -47,20 +47,31 @@ the rows they computed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+import warnings
 
 import jax
+import numpy as np
 import pandas as pd
 
 from jaxsynth import engine
 from jaxsynth.api import seed_count, seed_indices
 from jaxsynth.core.keys import replicate_keys
 from jaxsynth.core.partition import GROUND_METRICS
-from jaxsynth.core.validate import check_bool, check_epsilon, check_positive_int, refuse_renamed
+from jaxsynth.core.validate import (
+    check_bool,
+    check_epsilon,
+    check_positive_int,
+    check_positive_number,
+    check_str,
+    refuse_renamed,
+)
 from jaxsynth.experiments import cluster, grid
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
+from jaxsynth.experiments.summary import next_target, summarize
 from jaxsynth.wasserstein.dispatch import METHODS
 from jaxsynth.wasserstein.evaluator import Evaluator, check_methods, check_metric
 
@@ -82,6 +93,11 @@ RENAMED = {
 """Arguments of ``simulate`` under their former names: refused with the new name."""
 CHUNK_REPLICATES = 256
 """Replicates released between two writes of the result store (at least one engine chunk)."""
+DEFAULT_SEEDS = 100
+"""Seeds of a fixed sweep when ``seeds`` is not given."""
+FIRST_ROUND = 16
+"""Seeds of every cell's first round under ``precision`` when ``seeds`` is not given: few
+enough to be cheap, enough for a first estimate of the spread."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
@@ -90,7 +106,7 @@ def simulate(
     mechanisms,
     data,
     eps=(1.0,),
-    seeds=100,
+    seeds=None,
     methods=DEFAULT_METHODS,
     key=0,
     n=None,
@@ -101,6 +117,9 @@ def simulate(
     data_key: int = 0,
     devices=None,
     warmup: bool = False,
+    precision: float | None = None,
+    max_seeds: int | None = None,
+    precision_column: str = "w1_exact_upper",
     **renamed,
 ) -> pd.DataFrame:
     """Run a Monte Carlo sweep and return one row per replicate.
@@ -123,7 +142,9 @@ def simulate(
         (``datasets.load``), a pair ``(name, options)`` (e.g. ``("subspace", {"d": 5,
         "k": 2})``), or a list or ``{label: ...}`` dict of these.
       eps: a budget or list of E budgets.
-      seeds: a count S (seeds ``0..S-1``), a ``range`` or a list of seed indices.
+      seeds: a count S (seeds ``0..S-1``; default ``DEFAULT_SEEDS``), a ``range`` or a
+        list of seed indices; with ``precision``, the first round's count (default
+        ``FIRST_ROUND``).
       methods: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
         ``w1_<name>`` (``exact``: ``w1_exact_lower``, ``w1_exact_upper``; ``bracket``:
         ``w1_lower``, ``w1_upper``).  Default ``exact``: the ``metric`` W1 between the
@@ -146,6 +167,14 @@ def simulate(
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
       warmup: run each (mechanism, data set)'s first chunk once untimed, so that
         ``seconds`` measure the compiled computation only.
+      precision: run seeds in rounds, each cell (mechanism, data, n, ε) on its own,
+        until the 95 % interval of its mean of ``precision_column`` has half-width at
+        most ``precision`` × the mean (``summary.next_target``), or ``max_seeds``
+        seeds; cells that stop short are named in a warning.  Replicate ``s`` is the
+        same whatever round computes it, so with ``out`` an interrupted run resumes and
+        a finished one is tightened by asking again with a smaller ``precision``.
+      max_seeds: the most seeds of a cell (required with ``precision``).
+      precision_column: the W1 column whose mean ``precision`` is about.
 
     Returns:
       a ``pandas.DataFrame`` sorted by (mechanism, data, n, eps, seed) with columns
@@ -161,7 +190,9 @@ def simulate(
       this process computed: all of them, or its share in a cluster) and, with ``out``,
       ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
       In a cluster, processes other than 0 return the rows they computed (``new_rows``
-      counts them) and no ``file_rows``.
+      counts them) and no ``file_rows``.  With ``precision``, ``attrs`` also hold
+      ``precision``, ``precision_column`` and ``short`` (the cells that stopped at
+      ``max_seeds`` short of the target); ``summary.summarize`` gives the per-cell means.
 
     Raises:
       ValueError: bad arguments (the former names ``metrics=`` and ``ground=`` are
@@ -178,14 +209,31 @@ def simulate(
         eps = check_epsilon(eps).ravel()
         if len(set(eps.tolist())) != len(eps):
             raise ValueError(f"eps has duplicate values: {eps.tolist()}")
-        n_seeds = seed_count(seeds)
+        if precision is not None:
+            precision = check_positive_number(precision, "precision")
+            if isinstance(seeds, bool) or not isinstance(seeds, (int, type(None))):
+                raise ValueError(f"seeds: with precision, seeds is the first round's count "
+                                 f"(an int); got {seeds!r}")
+            seeds = FIRST_ROUND if seeds is None else check_positive_int(seeds, "seeds", 2)
+            if max_seeds is None:
+                raise ValueError("max_seeds: precision needs a most seeds per cell")
+            max_seeds = check_positive_int(max_seeds, "max_seeds", minimum=seeds)
+        elif max_seeds is not None:
+            raise ValueError("max_seeds goes with precision (the seeds of a fixed sweep: seeds)")
+        seeds = DEFAULT_SEEDS if seeds is None else seeds
+        n_seeds = seed_count(seeds) if precision is None else max_seeds
         methods = check_methods(methods)
+        check_str(precision_column, "precision_column")
         metric = check_metric(metric)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
         if memory_bytes is not None:
             memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
         data_key = check_positive_int(data_key, "data_key", minimum=0)
+        w1_columns = [c for _, _, cols in methods for c in cols]
+        if precision is not None and precision_column not in w1_columns:
+            raise ValueError(f"precision_column: {precision_column!r} is not a column of the "
+                             f"sweep's methods ({', '.join(w1_columns)})")
         devs = grid.devices(devices)
         key_label = grid.key_label(key)
         if out is not None:
@@ -201,21 +249,94 @@ def simulate(
         seed_list = seed_indices(seeds).tolist()
         spec = {
             "key": key_label, "data_key": data_key, "metric": metric,
-            "w1_columns": [c for _, _, cols in methods for c in cols],
+            "w1_columns": w1_columns,
             "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                        for label, m in mechs for ds in sets},
             "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
                      if (fp := grid.fingerprint(ds)) is not None},
         }
-        return _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label,
-                    data_key, spec, out, memory_bytes, devs, progress, warmup)
+        run = functools.partial(_run, methods=methods, metric=metric, key=key,
+                                key_label=key_label, data_key=data_key, spec=spec, out=out,
+                                memory_bytes=memory_bytes, devs=devs, progress=progress,
+                                warmup=warmup)
+        if precision is None:
+            return run(team, mechs, sets, eps, seed_list)
+        return _rounds(run, mechs, sets, eps, seeds, max_seeds, precision, precision_column)
 
 
-def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label, data_key,
+def _rounds(run, mechs, sets, eps, first, max_seeds, precision, column) -> pd.DataFrame:
+    """``simulate(..., precision=...)``: rounds of seeds, each cell to its own count.
+
+    Each round runs, per (mechanism, data set, seeds to add), the cells that need those
+    seeds (``run``: one ``_run`` through the store); the next counts are decided from the
+    cells' first seeds alone (``summary.next_target``), on process 0 in a cluster and
+    sent to the others, so every process runs the same rounds.  In a cluster each step
+    is one exchange of its own (``_together``), in the same order on every process.
+    """
+    cells = [(j, i, float(e)) for j in range(len(mechs)) for i in range(len(sets)) for e in eps]
+    have = dict.fromkeys(cells, 0)
+    target = dict.fromkeys(cells, first)
+    frames, new_rows, computed, file_rows = [], 0, 0, None
+    while any(target[c] > have[c] for c in cells):
+        groups: dict[tuple, list] = {}
+        for j, i, e in cells:
+            if target[j, i, e] > have[j, i, e]:
+                groups.setdefault((j, i, have[j, i, e], target[j, i, e]), []).append(e)
+        for (j, i, low, high), group_eps in groups.items():
+            part = _together(lambda team: run(team, [mechs[j]], [sets[i]],
+                                              np.asarray(group_eps), list(range(low, high))))
+            frames.append(part)
+            new_rows += part.attrs["new_rows"]
+            computed += part.attrs["computed"]
+            file_rows = part.attrs.get("file_rows", file_rows)
+            for e in group_eps:
+                have[j, i, e] = high
+        table = pd.concat(frames, ignore_index=True)
+
+        def decide(team):
+            if team is not None and not team.writes:
+                return team.work(None)
+            values = {cell: g[column].to_numpy(np.float64) for cell, g in table.groupby(
+                ["mechanism", "data", "n", "eps"], sort=False)}
+            decided = [next_target(values[mechs[j][0], sets[i].label, sets[i].n, e],
+                                   precision, first, max_seeds) for j, i, e in cells]
+            return decided if team is None else team.work(decided)
+
+        target = dict(zip(cells, _together(decide)))
+    table = pd.concat(frames, ignore_index=True).sort_values(
+        list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    table.attrs.update(new_rows=new_rows, computed=computed, precision=precision,
+                       precision_column=column)
+    if file_rows is not None:
+        table.attrs["file_rows"] = file_rows
+    if jax.process_index() == 0:  # the whole table (other processes hold their rows)
+        cells = summarize(table, column, precision=precision)
+        short = cells[~cells["target_met"]]
+        table.attrs["short"] = [tuple(r) for r in short[["mechanism", "data", "n", "eps"]]
+                                .itertuples(index=False)]
+        if len(short):
+            warnings.warn(f"precision: {len(short)} cell(s) stopped at max_seeds = {max_seeds} "
+                          f"short of ±{precision:g}: " + "; ".join(
+                              f"{m} on {d}, n={n}, eps={e:g} (±{w:.3g})" for m, d, n, e, w in
+                              short[["mechanism", "data", "n", "eps", "rel_half_width"]]
+                              .itertuples(index=False)), stacklevel=3)
+    return table
+
+
+def _together(step):
+    """``step(team)`` with a fresh ``cluster.Team`` (``None`` alone): its own messages,
+    and a failure published to the processes waiting in it."""
+    team = cluster.Team.current()
+    with team.guard() if team is not None else contextlib.nullcontext():
+        return step(team)
+
+
+def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, data_key,
          spec, out, memory_bytes, devs, progress, warmup) -> pd.DataFrame:
     """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``."""
     from tqdm.auto import tqdm
 
+    total = len(mechs) * len(sets) * len(eps) * len(seed_list)
     writes = team is None or team.writes
     if team is not None:
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,

@@ -99,9 +99,12 @@ def test_theory_columns_beside_the_fit():
     assert r.loc["pmm", "theory_exponent"] == -0.5
     assert r.loc["pmm", "bound_slope"] == pytest.approx(-0.5)
     # log^2(x)/x over x in [500, 8000]: the slope of the least-squares line through the
-    # five log-spaced points, computed independently
+    # five log-spaced points, weighted as the fit weights its cells (the inverse variance
+    # of each cell's log mean), computed independently with NumPy
     lx = np.log(EN)
-    expected = np.polyfit(lx, np.log(np.log(EN) ** 2 / EN), 1)[0]
+    cells = ada.groupby("n").w1_exact_upper
+    weights = (cells.count() * cells.mean() ** 2 / cells.var()).to_numpy()
+    expected = np.polyfit(lx, np.log(np.log(EN) ** 2 / EN), 1, w=np.sqrt(weights))[0]
     assert r.loc["ada", "bound_slope"] == pytest.approx(expected, rel=1e-12)
     assert -1 < expected < -0.6
     assert r.loc["ada", "theory"] == "log^2(eps n)/(eps n)"
@@ -166,3 +169,46 @@ def test_plots_write_png(tmp_path):
         "visited nodes"]
     for name in ("rate.png", "depth.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fit_weights_cells_by_precision_and_reports_the_cells():
+    # cells of unequal seeds and spread: the slope is NumPy's weighted least squares on the
+    # cell means, each weighted by seeds · mean² / variance (1 / variance of its log mean)
+    rng = np.random.default_rng(8)
+    df = _sweep(rng, seeds=60)
+    df = df[(df.n != 500) | (df.seed < 6)]  # one cell of 6 seeds: it counts less
+    r = estimate_rate(df, n_boot=100)
+    cells = df.groupby("n").w1_exact_upper
+    weights = (cells.count() * cells.mean() ** 2 / cells.var()).to_numpy()
+    expected = np.polyfit(np.log(EN), np.log(cells.mean().to_numpy()), 1, w=np.sqrt(weights))[0]
+    assert r.slope[0] == pytest.approx(expected, rel=1e-10)
+    summary = r.attrs["cells"]
+    assert list(summary.seeds) == [6, 60, 60, 60, 60]
+    assert summary["mean"].to_numpy() == pytest.approx(cells.mean().to_numpy())
+    assert (summary.ci_low < summary["mean"]).all() and (summary["mean"] < summary.ci_high).all()
+
+
+@pytest.mark.parametrize("column, values", [("d", [2, 3]), ("metric", ["linf", "l2"])])
+def test_rate_refuses_groups_that_pool_different_cells(column, values):
+    rng = np.random.default_rng(9)
+    df = pd.concat([_sweep(rng, extra={column: v}) for v in values], ignore_index=True)
+    with pytest.raises(ValueError, match=rf"^{column}: the rows of mechanism='m', data='x' hold 2"):
+        estimate_rate(df, n_boot=20)
+    by = ["mechanism", "data", column]  # told apart, each fitted on its own
+    assert len(estimate_rate(df, by=by, n_boot=20)) == 2
+
+
+def test_stated_intrinsic_dimension_sets_the_theory_exponent():
+    rng = np.random.default_rng(10)
+    df = _sweep(rng, mechanism="pt", extra={"kind": "privtree", "d": 6, "intrinsic_dim": 6})
+    ambient = estimate_rate(df, n_boot=20)
+    assert ambient.theory_exponent[0] == pytest.approx(-1 / 6)
+    assert ambient.exponent_dimension[0].startswith("ambient d = 6 (intrinsic dimension not "
+                                                    "stated")
+    stated = estimate_rate(df, n_boot=20, intrinsic_dim=3)
+    assert stated.theory_exponent[0] == pytest.approx(-1 / 3)  # He Thm 5.9: t = s
+    assert stated.exponent_dimension[0] == "s = 3 (stated)"
+    with pytest.raises(ValueError, match="intrinsic_dim: 7 exceeds"):
+        estimate_rate(df, n_boot=20, intrinsic_dim=7)
+    with pytest.raises(ValueError, match="intrinsic_dim"):
+        estimate_rate(df, n_boot=20, intrinsic_dim=0)

@@ -1,0 +1,188 @@
+"""Means with intervals: one row per cell of a sweep, and the seeds a cell still needs.
+
+A *cell* is one (mechanism, data, n, ε); its replicates (seeds) are i.i.d. draws of a
+positive, right-skewed quantity (W1), few of them in the first rounds of a sweep.  The
+interval of a cell's mean is Johnson's skewness-corrected t interval (N. J. Johnson,
+"Modified t tests and confidence intervals for asymmetrical populations", JASA 73, 1978):
+the Student-t interval shifted by the first-order skewness term, which the plain t
+interval misses and which makes its coverage one-sided when the draws are skewed.  Why
+this interval, and not a bootstrap or a log-scale one: ``docs/guide/precision.md``.
+
+``next_target`` is the stopping rule of ``simulate(..., precision=...)``: a cell stops
+when its interval's half-width is at most ``precision`` × its mean; otherwise it grows
+along a fixed ladder of seed counts (the first round's count times powers of two, capped
+at ``max_seeds``), so the rounds of a resumed or tightened run replay exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from jaxsynth.core.validate import check_fraction, check_str
+
+__all__ = ["CELL_COLUMNS", "LEVEL", "mean_interval", "next_target", "summarize"]
+
+LEVEL = 0.95
+"""The default confidence level of every interval."""
+CELL_COLUMNS = ("mechanism", "data", "n", "eps")
+"""The columns that name a cell; its replicates are the rows that share them."""
+DEFINING = ("kind", "config", "d", "metric")
+"""Columns every replicate of one cell must share: a table that mixes two of their values
+under one cell (two files of different dimension, say) is refused, naming the column."""
+GROWTH = 4
+"""A round multiplies a cell's seed count by at most this (two rungs of the ladder)."""
+
+
+def mean_interval(values, level: float = LEVEL):
+    """The mean of the last axis and its skewness-corrected t interval.
+
+    Args:
+      values: array [..., S] of S ≥ 2 i.i.d. draws (NaN entries are not allowed).
+      level: confidence level in (0, 1).
+
+    Returns:
+      ``(mean, low, high)`` arrays [...]: ``mean ± t·sd/√S`` shifted by Johnson's term
+      ``m3 / (6 sd² S)`` (``m3`` the unbiased third central moment; no shift for S = 2).
+
+    Example:
+      >>> mean, low, high = mean_interval([1.0, 2.0, 3.0])
+      >>> float(mean), round(float(high - mean), 3)
+      (2.0, 2.484)
+    """
+    x = np.asarray(values, np.float64)
+    S = x.shape[-1]
+    if S < 2:
+        raise ValueError(f"values: an interval needs at least 2 draws; got {S}")
+    mean = x.mean(axis=-1)
+    dev = x - mean[..., None]
+    var = (dev**2).sum(axis=-1) / (S - 1)
+    shift = np.zeros_like(mean)
+    if S > 2:
+        m3 = (dev**3).sum(axis=-1) * S / ((S - 1) * (S - 2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = np.where(var > 0, m3 / (6 * var * S), 0.0)
+    half = stats.t.ppf(0.5 + level / 2, S - 1) * np.sqrt(var / S)
+    return mean, mean + shift - half, mean + shift + half
+
+
+def relative_half_width(mean, low, high):
+    """The larger distance from the mean to an end of its interval, over the mean."""
+    mean = np.asarray(mean, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.maximum(high - mean, mean - low) / mean
+
+
+def next_target(values, precision: float, first: int, max_seeds: int,
+                level: float = LEVEL) -> int:
+    """The seed count a cell needs next (its current count when it is finished).
+
+    Args:
+      values: the cell's draws so far (its first ``len(values)`` seeds).
+      precision: the target relative half-width of its ``level`` interval.
+      first: the first round's seed count (the ladder's first rung).
+      max_seeds: the most seeds any cell gets (the ladder's last rung).
+
+    Returns:
+      ``len(values)`` when the interval meets the target or ``max_seeds`` is reached;
+      otherwise the smallest rung ``first·2^k`` (or ``max_seeds``) at or above the
+      t-based estimate of the count that meets it, at most ``GROWTH`` times the current.
+    """
+    count = len(values)
+    mean, low, high = mean_interval(values, level)
+    width = relative_half_width(mean, low, high)
+    if count >= max_seeds or width <= precision:
+        return count
+    need = count * (width / precision) ** 2 if np.isfinite(width) else np.inf
+    rung = first
+    while rung <= count or (rung < need and rung < GROWTH * count):
+        rung *= 2
+    return int(min(rung, max_seeds))
+
+
+def check_cells(df: pd.DataFrame, by) -> None:
+    """Refuse rows of one group (``by``) that differ in a column defining a cell."""
+    by = list(by)
+    for column in DEFINING:
+        if column not in df or column in by:
+            continue
+        if not by:
+            if df[column].nunique() > 1:
+                values = sorted(map(str, df[column].dropna().unique()))
+                raise ValueError(f"{column}: the table holds {len(values)} values of {column} "
+                                 f"({', '.join(values)}); they are different cells: fit them "
+                                 f"apart (by={column!r})")
+            continue
+        counts = df.groupby(by, sort=True, dropna=False)[column].nunique()
+        mixed = counts[counts > 1]
+        if len(mixed):
+            key = mixed.index[0] if isinstance(mixed.index[0], tuple) else (mixed.index[0],)
+            name = ", ".join(f"{c}={v!r}" for c, v in zip(by, key))
+            rows = df
+            for c, v in zip(by, key):
+                rows = rows[rows[c] == v]
+            values = sorted(map(str, rows[column].dropna().unique()))
+            raise ValueError(
+                f"{column}: the rows of {name} hold {len(values)} values of {column} "
+                f"({', '.join(values)}); they are different cells: fit or summarize them "
+                f"apart (add {column} to by, e.g. --by {','.join([*by, column])})")
+
+
+def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = LEVEL,
+              precision: float | None = None, by=()) -> pd.DataFrame:
+    """One row per cell (mechanism, data, n, ε): mean, interval, seeds, target met.
+
+    Args:
+      df: a ``simulate`` table (one row per replicate).
+      column: the column to summarize (default ``w1_exact_upper``).
+      level: confidence level of the intervals.
+      precision: the target relative half-width; default ``df.attrs["precision"]``
+        (set by ``simulate(..., precision=...)``), else no ``target_met`` column.
+      by: more columns that tell cells apart (``metric``, ``d``, ...), beside
+        mechanism, data, n and ε.
+
+    Returns:
+      a DataFrame sorted by cell: the cell columns (and ``kind``, ``d``,
+      ``intrinsic_dim``, ``metric`` when present), ``column`` (its name), ``mean``,
+      ``ci_low``, ``ci_high`` (``mean_interval``), ``rel_half_width``, ``sd``, ``seeds``,
+      and ``target_met`` when a precision is known.
+
+    Raises:
+      ValueError: a missing column, a cell with a single seed, rows of one cell that
+        differ in ``kind``, ``config``, ``d`` or ``metric`` (named).
+
+    Example:
+      >>> df = pd.DataFrame({"mechanism": "m", "data": "x", "n": 10, "eps": 1.0,
+      ...                    "seed": [0, 1, 2], "w1_exact_upper": [1.0, 2.0, 3.0]})
+      >>> summarize(df)[["mean", "seeds"]].to_dict("records")
+      [{'mean': 2.0, 'seeds': 3}]
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
+    check_str(column, "column")
+    level = check_fraction(level, "level")
+    keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
+    missing = [c for c in (*keys, column) if c not in df]
+    if missing:
+        raise ValueError(f"df lacks the column(s) {missing}")
+    if precision is None:
+        precision = df.attrs.get("precision")
+    check_cells(df, keys)
+    extra = [c for c in ("kind", "d", "intrinsic_dim", "metric") if c in df and c not in keys]
+    rows = []
+    for cell, g in df.groupby(keys, sort=True):
+        values = pd.to_numeric(g[column], errors="coerce").to_numpy(np.float64)
+        name = ", ".join(f"{c}={v!r}" for c, v in zip(keys, cell))
+        if len(values) < 2 or not np.isfinite(values).all():
+            raise ValueError(f"{column}: the cell {name} has {len(values)} seed(s) or a "
+                             "missing value; an interval needs two or more finite values")
+        mean, low, high = mean_interval(values, level)
+        row = {**dict(zip(keys, cell)), **{c: g[c].iloc[0] for c in extra},
+               "column": column, "mean": float(mean), "ci_low": float(low),
+               "ci_high": float(high), "rel_half_width": float(relative_half_width(
+                   mean, low, high)), "sd": float(values.std(ddof=1)), "seeds": len(values)}
+        if precision is not None:
+            row["target_met"] = bool(row["rel_half_width"] <= precision)
+        rows.append(row)
+    return pd.DataFrame(rows)

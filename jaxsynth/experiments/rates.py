@@ -233,7 +233,6 @@ def _theory_columns(g: pd.DataFrame, x, intrinsic_dim: int | None = None,
     th = theory(kind, d, s)
     if th is None:
         return out
-    out["exponent_dimension"] = _exponent_dimension(kind, d, s, intrinsic_dim is not None)
     if kind in _AMBIENT_DEPTH and "depth" in g and g["depth"].notna().any():
         if g["depth"].isna().any():  # some rows' depth unknown: the rule cannot be checked
             return out
@@ -241,7 +240,8 @@ def _theory_columns(g: pd.DataFrame, x, intrinsic_dim: int | None = None,
         if not np.array_equal(g["depth"].to_numpy(), ambient):
             out["theory"] = "fixed depth: saturates at the leaf resolution"
             return out
-    out.update(theory=th.label, theory_exponent=th.exponent)
+    out.update(theory=th.label, theory_exponent=th.exponent,
+               exponent_dimension=_exponent_dimension(kind, d, s, intrinsic_dim is not None))
     if x is not None:
         out["bound_slope"] = float(_slopes(x, np.log(th.bound(np.exp(x))), weights))
     return out

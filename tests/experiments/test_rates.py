@@ -12,6 +12,7 @@ import pytest
 
 from jaxsynth.experiments.plots import DODGE, depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate, theory
+from jaxsynth.experiments.summary import mean_interval
 
 EN = np.array([500.0, 1000.0, 2000.0, 4000.0, 8000.0])
 
@@ -142,10 +143,19 @@ def test_plots_write_png(tmp_path):
     assert any("theory (eps n)^(-1/2)" in t and "height arbitrary" in t for t in labels)
     # the figure names its quantity, and shows the pair's lower end beside the fit
     ylabel = fig.axes[0].get_ylabel()
-    assert "ℓ∞ W1 of the whole data set" in ylabel
-    assert "filled: w1_exact_upper, open: w1_exact_lower" in ylabel
-    assert "certified pair of the ℓ∞ W1" in fig.axes[0].get_title()
+    assert "ℓ∞ W1 of the whole data set" in ylabel and "w1_" not in ylabel  # words, not code
+    assert "certified pair: filled upper end, open lower end" in ylabel
+    title = fig.axes[0].get_title()
+    assert "certified ℓ∞ W1 of the whole data set" in title
+    assert "ε = 1; 40 seeds per cell" in title  # the design in the title
+    assert fig.axes[0].get_xlabel() == "ε n (privacy budget × sample size)"
     assert any(t.endswith(": lower end") for t in labels)
+    assert any(t.endswith(": mean, 95 % interval") for t in labels)
+    # the error bars are the cells' intervals (summary.mean_interval), not ±2 se
+    bars = [c for c in fig.axes[0].collections if c.get_segments()][0].get_segments()
+    values = df[df.n == EN[0]].w1_exact_upper.to_numpy()
+    _, low, high = mean_interval(values)
+    assert (bars[0][0][1], bars[0][1][1]) == pytest.approx((low, high), rel=1e-12)
     # each cell's eps n is labelled on the axis (a log axis would label powers of ten only)
     ticks = fig.axes[0].get_xticks()
     np.testing.assert_allclose(ticks, np.unique(EN))
@@ -154,13 +164,14 @@ def test_plots_write_png(tmp_path):
     twin = pd.concat([df, df.assign(mechanism="pmm-copy")])
     ax = rate_plot(twin, rates=None).axes[0]
     points = [line for line in ax.get_lines()
-              if line.get_linestyle() == "None" and line.get_marker() not in ("_", "|")][:2]
+              if line.get_linestyle() == "None" and line.get_marker() not in ("_", "|")
+              and line.get_markerfacecolor() != "none"][:2]  # the filled means
     assert points[0].get_marker() != points[1].get_marker()
     x0, x1 = (np.asarray(p.get_xdata(), float) for p in points)
     np.testing.assert_allclose(x1 / x0, DODGE)
     tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, metric="l2"), column="w1_tree")
     assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
-    assert "ultrametric tree W1 (not the ℓ2 W1) against ε n" == tree.axes[0].get_title()
+    assert tree.axes[0].get_title().startswith("ultrametric tree W1 (not the ℓ2 W1) against ε n")
     sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)
     fig = depth_plot(sweep, path=tmp_path / "depth.png")
     assert [ax.get_title() for ax in fig.axes] == [

@@ -405,7 +405,7 @@ def _rate(args) -> None:
         check_figure_path(args.plot, "--plot")
     by = check_names(args.by, "--by")
     if not args.column.startswith("w1_"):
-        raise ValueError(f"--column must name a W1 column (w1_exact_upper, w1_upper, w1_tree, "
+        raise ValueError(f"--column must be a W1 column (w1_exact_upper, w1_upper, w1_tree, "
                          f"...); got {args.column!r}")
     df = _read_tables(args.files, args.column)
     missing = [c for c in by if c not in df]

@@ -92,7 +92,7 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
         (["simulate", "--mechanism", "pmm", "--data", "spiral", "--depth", "0", "--eps", "1",
           "--seeds", "2", "--out", "x.csv"], "depth"),
         (["rate", "missing.csv"], "not found"),
-        (["rate", "missing.csv", "--column", "mechanism"], "--column must name a W1 column"),
+        (["rate", "missing.csv", "--column", "mechanism"], "--column must be a W1 column"),
         (["simulate", *SWEEP, "--out", "x.csv"], "--seeds"),
         (["simulate", *SWEEP, "--seeds", "2", "--max-seeds", "9", "--out", "x.csv"],
          "--max-seeds goes with --precision"),

@@ -403,7 +403,7 @@ CLI = [
     ("rate empty", ["rate", "empty.csv"], "holds no rows"),
     ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),
     ("rate bad column", ["rate", "sweep.csv", "--column", "nope"],
-     "--column must name a W1 column"),
+     "--column must be a W1 column"),
     ("rate absent column", ["rate", "sweep.csv", "--column", "w1_nope"], "has no column w1_nope"),
     ("rate default column absent", ["rate", "tree-only.csv"], "has no column w1_exact_upper"),
     ("rate n = 0", ["rate", "n0.csv"], "n value(s) that are not a positive integer"),

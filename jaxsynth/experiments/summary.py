@@ -55,6 +55,9 @@ def mean_interval(values, level: float = LEVEL):
     S = x.shape[-1]
     if S < 2:
         raise ValueError(f"values: an interval needs at least 2 draws; got {S}")
+    # in units of a power of two near the largest value (exact): no moment overflows
+    _, power = np.frexp(np.abs(x).max(axis=-1))
+    x = np.ldexp(x, -power[..., None])
     mean = x.mean(axis=-1)
     dev = x - mean[..., None]
     var = (dev**2).sum(axis=-1) / (S - 1)
@@ -64,7 +67,7 @@ def mean_interval(values, level: float = LEVEL):
         with np.errstate(invalid="ignore", divide="ignore"):
             shift = np.where(var > 0, m3 / (6 * var * S), 0.0)
     half = stats.t.ppf(0.5 + level / 2, S - 1) * np.sqrt(var / S)
-    return mean, mean + shift - half, mean + shift + half
+    return tuple(np.ldexp(v, power) for v in (mean, mean + shift - half, mean + shift + half))
 
 
 def relative_half_width(mean, low, high):
@@ -99,6 +102,12 @@ def next_target(values, precision: float, first: int, max_seeds: int,
     while rung <= count or (rung < need and rung < GROWTH * count):
         rung *= 2
     return int(min(rung, max_seeds))
+
+
+def _sd(values: np.ndarray) -> float:
+    """The sample standard deviation, computed in units of a power of two (no overflow)."""
+    _, power = np.frexp(np.abs(values).max())
+    return float(np.ldexp(np.ldexp(values, -power).std(ddof=1), power))
 
 
 def check_cells(df: pd.DataFrame, by) -> None:
@@ -181,7 +190,7 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
         row = {**dict(zip(keys, cell)), **{c: g[c].iloc[0] for c in extra},
                "column": column, "mean": float(mean), "ci_low": float(low),
                "ci_high": float(high), "rel_half_width": float(relative_half_width(
-                   mean, low, high)), "sd": float(values.std(ddof=1)), "seeds": len(values)}
+                   mean, low, high)), "sd": _sd(values), "seeds": len(values)}
         if precision is not None:
             row["target_met"] = bool(row["rel_half_width"] <= precision)
         rows.append(row)

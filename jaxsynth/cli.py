@@ -208,7 +208,12 @@ def _parser() -> _Parser:
         "sweep with more eps, seeds, sizes, data or mechanisms extends it, any other change "
         "is refused; existing files jaxsynth did not write are refused and left untouched")
     arg("--warmup", action="store_true",
-        help="compile before timing, so that 'seconds' exclude compilation")
+        help="run each kernel's first chunk once untimed (compilation is kept out of the "
+        "timing columns in any case)")
+    arg("--dry-run", action="store_true",
+        help="print only the cost estimate (from a short calibration: per cell and in all, "
+        "compilation apart) and compute nothing else; every sweep prints it before work "
+        "unless --quiet")
     arg("--quiet", action="store_true", help="no progress bar")
     group = sim.add_argument_group(
         "several processes (one sweep, one --out file written by process 0; see also "
@@ -303,7 +308,8 @@ def _report(df: pd.DataFrame, column: str, by, n_boot: int, level: float, plot,
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         print(f"mean {column} per cell ({what}), with its {level:.0%} interval "
               "(skewness-corrected t):")
-        print(_cells(df, column, level, by, rates.attrs.get("cells")))
+        print(_cells(df, column, level, by, pd.DataFrame(rates.attrs["cells"])
+                     if "cells" in rates.attrs else None))
         columns = [*by, "slope", "ci_low", "ci_high", "cells", "seeds", "theory",
                    "theory_exponent", "bound_slope"]
         print(f"\nslope of log E {column} ({what}) against log(eps n), cells weighted by "
@@ -370,8 +376,14 @@ def _simulate(args) -> None:
         "precision_column": args.precision_column}
     df = simulate(mechs, data, eps=args.eps, seeds=seeds, methods=args.method,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
-                  progress=not args.quiet, metric=args.metric, data_key=args.data_key,
-                  warmup=args.warmup, **precision)
+                  progress=not (args.quiet or args.dry_run), metric=args.metric,
+                  data_key=args.data_key, warmup=args.warmup, dry_run=args.dry_run,
+                  **precision)
+    if args.dry_run:
+        from jaxsynth.experiments.cost import describe
+
+        print(describe(df))
+        return
     column = args.precision_column if args.precision is not None else next(
         c for c in df.columns if c.startswith("w1_") and "lower" not in c)
     if args.coordinator or args.distributed:

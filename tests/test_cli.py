@@ -24,7 +24,7 @@ from jaxsynth.experiments.sweep import simulate
 SWEEP = ["--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300", "--depth", "4",
          "--eps", "1,2", "--data-key", "3"]
 MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]
-TIMING = ["seconds", "release_seconds"]
+TIMING = ["seconds", "release_seconds", "measure_seconds"]
 
 
 def _cli(args, env, **kw):
@@ -249,3 +249,14 @@ def test_demo_writes_into_one_named_directory():
     from jaxsynth.cli import DEMO_DIR, _parser
 
     assert _parser().parse_args(["demo"]).out_dir == DEMO_DIR == "jaxsynth-demo"
+
+
+def test_dry_run_prints_only_the_estimate(tmp_path, capsys):
+    csv = tmp_path / "dry.csv"
+    assert main(["simulate", *SWEEP, "--seeds", "3", "--method", "tree_upper", "--dry-run",
+                 "--out", str(csv)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("ESTIMATE (from a short calibration; not a measurement)")
+    assert "estimated total:" in printed and "for 12 replicates" in printed
+    assert "compilation (measured, apart)" in printed
+    assert not csv.exists()

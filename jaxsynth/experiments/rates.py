@@ -261,7 +261,7 @@ def estimate_rate(
 
     Each cell (ε, n) enters as the log of its mean, weighted by its precision; the
     input's per-cell means and intervals (``summary.summarize``) come back in
-    ``attrs["cells"]``.
+    ``attrs["cells"]`` (records).
 
     Args:
       df: a ``simulate`` table: columns ``eps``, ``n``, ``column`` and ``by`` (``kind``,
@@ -288,8 +288,9 @@ def estimate_rate(
       ``eps_n_min``, ``eps_n_max``, ``d``, ``intrinsic_dim``, ``theory`` (the bound's
       formula), ``theory_exponent``, ``bound_slope`` (see the module docstring) and
       ``exponent_dimension`` (the dimension in the exponent and where it comes from).
-      ``attrs["cells"]``: the input's cells, one row each (``summary.summarize``), when
-      the table has the columns ``mechanism`` and ``data``.
+      ``attrs["cells"]``: the input's cells, one record each (``summary.summarize``;
+      ``pd.DataFrame(rates.attrs["cells"])``), when the table has the columns
+      ``mechanism`` and ``data``.
 
     Raises:
       ValueError: naming the argument or the group: ``metric=`` (now ``column=``), a
@@ -342,5 +343,5 @@ def estimate_rate(
                "bound_slope", "exponent_dimension"]
     out = pd.DataFrame(rows, columns=columns)
     if "mechanism" in df and "data" in df:
-        out.attrs["cells"] = summarize(df, column, level, by=by)
+        out.attrs["cells"] = summarize(df, column, level, by=by).to_dict("records")
     return out

@@ -22,7 +22,8 @@ from scipy import stats
 
 from jaxsynth.core.validate import check_fraction, check_str
 
-__all__ = ["CELL_COLUMNS", "LEVEL", "mean_interval", "next_target", "summarize"]
+__all__ = ["CELL_COLUMNS", "LEVEL", "control_variate", "mean_interval", "next_target",
+           "summarize"]
 
 LEVEL = 0.95
 """The default confidence level of every interval."""
@@ -110,6 +111,48 @@ def _sd(values: np.ndarray) -> float:
     return float(np.ldexp(np.ldexp(values, -power).std(ddof=1), power))
 
 
+def control_variate(values, paired, control, level: float = LEVEL):
+    """The two-phase regression estimate of a mean, with its interval.
+
+    The expensive quantity ``values`` [n] is measured on the first n replicates; a cheap
+    one that predicts it, ``paired`` [n] on the same replicates and ``control`` [N] on
+    N ≥ n replicates that include them.  The estimate ``ȳ + β̂ (X̄_N − x̄_n)`` (β̂ the
+    least-squares slope of y on x) is unbiased to first order whatever the correlation
+    ρ, and its variance ``s_e²/n + (s_y² − s_e²)/N`` (``s_e²`` the residual variance)
+    is that of the plain mean, ``s_y²/n``, times ``1 − ρ²(1 − n/N)``; the interval uses
+    Student's t with n − 2 degrees of freedom (two estimated coefficients).
+
+    Args:
+      values: the expensive draws [n], n ≥ 4.
+      paired: the control on the same replicates [n].
+      control: the control on all N replicates [N] (the first n are ``paired``).
+      level: confidence level.
+
+    Returns:
+      ``(mean, low, high, saved)``: ``saved`` is how many more expensive replicates the
+      plain mean would need for an interval as narrow (at its variance ``s_y²/n``).
+
+    References:
+      W. G. Cochran, Sampling Techniques, 3rd ed. (1977), §12.6 (double sampling for
+      regression).
+    """
+    y, x, X = (np.asarray(v, np.float64) for v in (values, paired, control))
+    n, N = len(y), len(X)
+    if n < 4 or len(x) != n or N < n:
+        raise ValueError(f"control: needs n ≥ 4 paired draws and N ≥ n controls; got n = {n}, "
+                         f"{len(x)} paired, N = {N}")
+    sxx = x.var(ddof=1)
+    beta = np.cov(x, y)[0, 1] / sxx if sxx > 0 else 0.0
+    mean = y.mean() + beta * (X.mean() - x.mean())
+    residual = y - y.mean() - beta * (x - x.mean())
+    se2 = (residual**2).sum() / (n - 2)
+    sy2 = y.var(ddof=1)
+    var = se2 / n + max(sy2 - se2, 0.0) / N
+    half = stats.t.ppf(0.5 + level / 2, n - 2) * np.sqrt(var)
+    saved = sy2 / var - n if var > 0 else 0.0
+    return float(mean), float(mean - half), float(mean + half), float(saved)
+
+
 def check_cells(df: pd.DataFrame, by) -> None:
     """Refuse rows of one group (``by``) that differ in a column defining a cell."""
     by = list(by)
@@ -139,7 +182,8 @@ def check_cells(df: pd.DataFrame, by) -> None:
 
 
 def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = LEVEL,
-              precision: float | None = None, by=()) -> pd.DataFrame:
+              precision: float | None = None, by=(), control: str | None = None,
+              controls: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per cell (mechanism, data, n, ε): mean, interval, seeds, target met.
 
     Args:
@@ -150,12 +194,19 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
         (set by ``simulate(..., precision=...)``), else no ``target_met`` column.
       by: more columns that tell cells apart (``metric``, ``d``, ...), beside
         mechanism, data, n and ε.
+      control: a cheap column that predicts ``column`` (``w1_tree_upper``,
+        ``w1_upper``, ...), measured in ``df`` and in ``controls``.
+      controls: a sweep of the same cells and key with more seeds, measuring only
+        ``control`` (``simulate(..., methods=["tree_upper"])``: no full-data W1); its
+        rows for ``df``'s seeds must hold ``df``'s values (the same replicates).
 
     Returns:
       a DataFrame sorted by cell: the cell columns (and ``kind``, ``d``,
       ``intrinsic_dim``, ``metric`` when present), ``column`` (its name), ``mean``,
       ``ci_low``, ``ci_high`` (``mean_interval``), ``rel_half_width``, ``sd``, ``seeds``,
-      and ``target_met`` when a precision is known.
+      and ``target_met`` when a precision is known; with ``control``, the
+      control-variate estimate (``control_variate``) ``cv_mean``, ``cv_low``,
+      ``cv_high``, ``control_seeds`` (N) and ``replicates_saved``.
 
     Raises:
       ValueError: a missing column, a cell with a single seed, rows of one cell that
@@ -178,6 +229,13 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
     if precision is None:
         precision = df.attrs.get("precision")
     check_cells(df, keys)
+    cheap = {}
+    if control is not None:
+        check_str(control, "control")
+        if not isinstance(controls, pd.DataFrame) or control not in controls or control not in df:
+            raise ValueError(f"control: {control!r} must be a column of df and of controls (a "
+                             "DataFrame of the cheap sweep)")
+        cheap = {cell: g for cell, g in controls.groupby(keys, sort=True)}
     extra = [c for c in ("kind", "d", "intrinsic_dim", "metric") if c in df and c not in keys]
     rows = []
     for cell, g in df.groupby(keys, sort=True):
@@ -193,5 +251,28 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
                    mean, low, high)), "sd": _sd(values), "seeds": len(values)}
         if precision is not None:
             row["target_met"] = bool(row["rel_half_width"] <= precision)
+        if control is not None:
+            row.update(_with_control(g, column, control, cheap.get(cell), name, level))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _with_control(g, column, control, cheap, name, level) -> dict:
+    """The control-variate columns of one cell (``summarize``)."""
+    if cheap is None:
+        raise ValueError(f"controls: no rows of the cell {name}")
+    paired = g.set_index("seed")[control]
+    others = cheap.set_index("seed")[control]
+    missing = paired.index.difference(others.index)
+    if len(missing):
+        raise ValueError(f"controls: the cell {name} lacks seed {missing[0]} of df")
+    if not np.array_equal(others.loc[paired.index].to_numpy(np.float64),
+                          paired.to_numpy(np.float64)):
+        raise ValueError(f"controls: the cell {name} holds other values of {control} than df "
+                         "for the same seeds (another key or data key?)")
+    ordered = np.concatenate([paired.to_numpy(np.float64), others.drop(
+        paired.index).to_numpy(np.float64)])
+    mean, low, high, saved = control_variate(g[column].to_numpy(np.float64),
+                                             paired.to_numpy(np.float64), ordered, level)
+    return {"cv_mean": mean, "cv_low": low, "cv_high": high, "control_seeds": len(ordered),
+            "replicates_saved": saved}

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 import time
 import warnings
 
@@ -67,7 +69,7 @@ from jaxsynth.core.validate import (
     check_str,
     refuse_renamed,
 )
-from jaxsynth.experiments import cluster, grid
+from jaxsynth.experiments import cluster, cost, grid
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
@@ -98,6 +100,9 @@ DEFAULT_SEEDS = 100
 FIRST_ROUND = 16
 """Seeds of every cell's first round under ``precision`` when ``seeds`` is not given: few
 enough to be cheap, enough for a first estimate of the spread."""
+MEASURE_BATCH = 2 * (os.cpu_count() or 1)
+"""Replicates measured together (the exact W1 solves them in parallel threads): the
+progress bar and ``measure_seconds`` advance batch by batch."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
@@ -120,6 +125,7 @@ def simulate(
     precision: float | None = None,
     max_seeds: int | None = None,
     precision_column: str = "w1_exact_upper",
+    dry_run: bool = False,
     **renamed,
 ) -> pd.DataFrame:
     """Run a Monte Carlo sweep and return one row per replicate.
@@ -165,8 +171,8 @@ def simulate(
         et al., arXiv 2609.33363, §7) or ``"l2"``.
       data_key: key of the data generators (the same for every n).
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
-      warmup: run each (mechanism, data set)'s first chunk once untimed, so that
-        ``seconds`` measure the compiled computation only.
+      warmup: run each (mechanism, data set)'s first chunk once untimed (compilation is
+        kept out of the timing columns in any case, by the calibration).
       precision: run seeds in rounds, each cell (mechanism, data, n, ε) on its own,
         until the 95 % interval of its mean of ``precision_column`` has half-width at
         most ``precision`` × the mean (``summary.next_target``), or ``max_seeds``
@@ -175,20 +181,30 @@ def simulate(
         a finished one is tightened by asking again with a smaller ``precision``.
       max_seeds: the most seeds of a cell (required with ``precision``).
       precision_column: the W1 column whose mean ``precision`` is about.
+      dry_run: return only the cost estimate (``cost.estimate``), computing nothing else.
+        Every sweep first releases the first seeds of each (mechanism, data set) and
+        measures one batch of each ε, twice, outside the table: a calibration that
+        compiles the kernels and times a warm chunk and each ε's measurement; from it
+        an estimate of the time per cell and in all is printed (with ``progress``)
+        before any work.
 
     Returns:
       a ``pandas.DataFrame`` sorted by (mechanism, data, n, eps, seed) with columns
       ``mechanism`` (label), ``kind`` (the mechanism's name), ``data``, ``n``, ``d``,
       ``intrinsic_dim``, ``eps``, ``seed``, ``depth``, ``m``, ``leaves``, ``visited``, the
-      ``w1_*`` columns, ``seconds`` (the replicate's share of its chunk's wall time,
-      release and W1; a group's first chunk includes compilation unless ``warmup``),
-      ``release_seconds`` (the release alone), ``adjacency``, the budget parts
+      ``w1_*`` columns, ``release_seconds`` (the replicate's share of its chunk's
+      release), ``measure_seconds`` (its W1 measurement: its ε's share of a batch of
+      ``MEASURE_BATCH`` replicates), ``seconds`` (their sum; compilation is in neither,
+      but in ``attrs["compile_seconds"]``), ``adjacency``, the budget parts
       (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
       ...), and provenance: ``config``, ``key``, ``data_key``, ``metric`` (the ground
       metric).  Its
       ``attrs`` hold ``new_rows`` (replicates computed by this call), ``computed`` (those
       this process computed: all of them, or its share in a cluster) and, with ``out``,
-      ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
+      ``file_rows`` (the rows the file holds, which may include other sweeps' rows),
+      ``estimate`` (the calibration's cost estimate, ``cost.estimate``, as records) and
+      ``compile_seconds`` (by mechanism and data set, measured by the calibration),
+      ``calibration_seconds`` and ``work_seconds`` (the wall time after it).
       In a cluster, processes other than 0 return the rows they computed (``new_rows``
       counts them) and no ``file_rows``.  With ``precision``, ``attrs`` also hold
       ``precision``, ``precision_column`` and ``short`` (the cells that stopped at
@@ -227,6 +243,7 @@ def simulate(
         metric = check_metric(metric)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
+        check_bool(dry_run, "dry_run")
         if memory_bytes is not None:
             memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
         data_key = check_positive_int(data_key, "data_key", minimum=0)
@@ -258,9 +275,11 @@ def simulate(
         run = functools.partial(_run, methods=methods, metric=metric, key=key,
                                 key_label=key_label, data_key=data_key, spec=spec, out=out,
                                 memory_bytes=memory_bytes, devs=devs, progress=progress,
-                                warmup=warmup)
-        if precision is None:
-            return run(team, mechs, sets, eps, seed_list)
+                                warmup=warmup, dry_run=dry_run)
+        if precision is None or dry_run:
+            # a dry run to a precision: the first round, and at most max_seeds per cell
+            seed_list = seed_list if precision is None else list(range(seeds))
+            return run(team, mechs, sets, eps, seed_list, most=max_seeds)
         return _rounds(run, mechs, sets, eps, seeds, max_seeds, precision, precision_column)
 
 
@@ -332,8 +351,11 @@ def _together(step):
 
 
 def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, data_key,
-         spec, out, memory_bytes, devs, progress, warmup) -> pd.DataFrame:
-    """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``."""
+         spec, out, memory_bytes, devs, progress, warmup, dry_run, most=None) -> pd.DataFrame:
+    """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``.
+
+    ``most``: the most seeds a cell may get (a sweep to a precision), for the estimate.
+    """
     from tqdm.auto import tqdm
 
     total = len(mechs) * len(sets) * len(eps) * len(seed_list)
@@ -343,11 +365,17 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                     "data sets": [[ds.label, ds.n] for ds in sets],
                     "methods": repr([(m, o) for m, o, _ in methods])})
     w1_columns = spec["w1_columns"]
-    store = ResultStore(out, spec, w1_columns) if out is not None and writes else None
+    store = ResultStore(out, spec, w1_columns) if out is not None and writes and not dry_run \
+        else None
     frames = []
     new_rows = computed = 0
     with store or contextlib.nullcontext():
-        done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
+        if store is not None:
+            done = store.table()
+        elif dry_run and out is not None and os.path.exists(out):  # read, never written
+            done = result_store.readable(out)
+        else:
+            done = pd.DataFrame(columns=list(KEY_COLUMNS))
         finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
         if writes:  # (data set, [(mechanism, seeds to do)]) by index, with something to do
             work = [(i, todo) for i, ds in enumerate(sets) if (todo := [
@@ -365,14 +393,34 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
         prepared = _preflight(work, mechs, eps, methods, metric, memory_bytes, devs)
         if team is not None:
             team.ready()  # every process's share checked before any row is written
+        timings, calibration = {}, time.perf_counter()
+        for i, (ds, todo) in enumerate(work):  # compiles every kernel; times warm ones
+            loaded, evaluator, sized = prepared[i] if i in prepared else _prepare(
+                ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
+            for label, _, left in todo:
+                first = left[:_seeds_per_write(sized[label], eps)]  # the first write's
+                timings[label, ds.label, ds.n] = [
+                    cost.calibrate(functools.partial(_chunk, plan, evaluator, key, first,
+                                                     memory, devs, size, batches=1), size,
+                                   plan.eps, len(first))
+                    for plan, memory, size in sized[label]]
+        estimate = cost.estimate(work, timings, eps, most)
+        if dry_run:
+            return estimate
+        if progress and writes and len(estimate):
+            print(cost.describe(estimate), file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        calibration = started - calibration
         bar = tqdm(total=total, unit="rep", disable=not (progress and writes), delay=2.0,
                    desc="simulate")
         bar.update(total - remaining if writes else 0)
 
-        def keep(rows):
-            """Process 0 (or the only process): new rows into the store or the table."""
+        def keep(rows, counted=True):
+            """Process 0 (or the only process): new rows into the store or the table
+            (``counted``: already on the progress bar, replicate by replicate)."""
             nonlocal new_rows
-            bar.update(len(rows))
+            if not counted:
+                bar.update(len(rows))
             rows = rows[[(label, data, n, e, s) not in finished for label, data, n, e, s in
                          zip(*(rows[c] for c in KEY_COLUMNS))]]
             if store is not None:
@@ -387,12 +435,11 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
             X, _, intrinsic = loaded
             for label, mech, left in todo:
                 parts = sized[label]  # (plan, memory, chunk) per group of ε
-                chunk = min(size for _, _, size in parts)
                 common = {"mechanism": label, "kind": mech.name, "data": ds.label,
                           "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
                 provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
                               "metric": metric}
-                per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
+                per_chunk = _seeds_per_write(parts, eps)
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
                 if warmup:
                     for plan, memory, size in parts:
@@ -400,8 +447,9 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                 for seeds_now in runs:
                     rows = []
                     for plan, memory, size in parts:
-                        result, values, seconds = _chunk(plan, evaluator, key, seeds_now,
-                                                         memory, devs, size)
+                        result, values, seconds = _chunk(
+                            plan, evaluator, key, seeds_now, memory, devs, size,
+                            advance=bar.update if writes else None)
                         rows.append(replicate_rows(result, values, plan, seeds_now, common,
                                                    seconds))
                     rows = rows[0] if len(rows) == 1 else pd.concat(rows, ignore_index=True)
@@ -411,14 +459,14 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                     if writes:
                         keep(rows)
                         for sent in team.receive() if team is not None else ():
-                            keep(sent)
+                            keep(sent, counted=False)
                     else:
                         team.send(rows)
                         frames.append(rows)
             prepared.pop(i, None)
         if team is not None and writes:
             for sent in team.remaining():
-                keep(sent)
+                keep(sent, counted=False)
         elif team is not None:
             team.done()
         bar.close()
@@ -437,9 +485,20 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
     result = table[keep_rows].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
     result.attrs["new_rows"] = new_rows if writes else computed
     result.attrs["computed"] = computed
+    result.attrs["estimate"] = estimate.to_dict("records")  # attrs hold no frames
+    result.attrs["calibration_seconds"] = calibration
+    result.attrs["work_seconds"] = time.perf_counter() - started
+    result.attrs["compile_seconds"] = {f"{label} | {data} | n={n}": sum(t.compile for t in parts)
+                                       for (label, data, n), parts in timings.items()}
     if store is not None:
         result.attrs["file_rows"] = len(table)
     return result
+
+
+def _seeds_per_write(parts, eps) -> int:
+    """Seeds released (every ε) between two writes of the store: at least one chunk."""
+    chunk = min(size for _, _, size in parts)
+    return max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
 
 
 def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
@@ -487,16 +546,42 @@ def _preflight(work, mechs, eps, methods, metric, memory_bytes, devs) -> dict:
     return kept
 
 
-def _chunk(plan, evaluator, key, seeds, memory, devices, chunk):
-    """Release seeds × every ε and measure them; finished numbers on the host."""
+def _chunk(plan, evaluator, key, seeds, memory, devices, chunk, advance=None, batches=None):
+    """Release seeds × every ε and measure them; finished numbers on the host.
+
+    The measurement runs per ε in batches of ``MEASURE_BATCH`` replicates (each
+    replicate's W1 depends on its own atoms only), each batch timed and counted on
+    ``advance`` as it finishes; ``batches`` measures only the first that many batches of
+    each ε (the calibration).  Returns the engine outputs, the W1 values [E, S] and the
+    timing columns (``release_seconds``: the chunk's release per replicate;
+    ``measure_seconds`` [E, S]: its batch's measurement per replicate).
+    """
     keys = replicate_keys(key, seeds)
     start = time.perf_counter()
     out = engine.run(plan, keys, atoms=evaluator.atoms, memory_bytes=memory, devices=devices,
                      chunk=chunk)
     out = jax.block_until_ready(out)
     released = time.perf_counter()
-    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
-    per = len(plan.eps) * len(seeds)
-    seconds = {"seconds": (time.perf_counter() - start) / per,
-               "release_seconds": (released - start) / per}
+    E, S = len(plan.eps), len(seeds)
+    values, measured = {}, np.full((E, S), np.nan)
+    for e in range(E):
+        for a in range(0, S, MEASURE_BATCH)[:batches]:
+            b = min(a + MEASURE_BATCH, S)
+            begin = time.perf_counter()
+            part = _measure(evaluator, jax.tree.map(lambda v, e=e, a=a, b=b: v[e:e + 1, a:b],
+                                                    out), seeds[a:b])
+            measured[e, a:b] = (time.perf_counter() - begin) / (b - a)
+            for name, v in part.items():
+                values.setdefault(name, np.empty((E, S)))[e, a:b] = np.asarray(v).reshape(-1)
+            if advance is not None:
+                advance(b - a)
+    release = (released - start) / (E * S)
+    seconds = {"seconds": release + measured, "release_seconds": release,
+               "measure_seconds": measured}
     return out, values, seconds
+
+
+def _measure(evaluator, out, seeds) -> dict:
+    """The W1 values [E, S] of engine outputs ``out`` (replicates of ``seeds``)."""
+    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
+    return values

@@ -36,8 +36,10 @@ CHILD = """
 import json, sys, time
 import jaxsynth as js
 spec = json.loads(sys.argv[1])
+data = spec["data"] if isinstance(spec["data"], str) else {
+    label: tuple(v) for label, v in spec["data"].items()}
 start = time.perf_counter()
-df = js.simulate(spec["mechanisms"], spec["data"], eps=spec["eps"], seeds=spec["seeds"],
+df = js.simulate(spec["mechanisms"], data, eps=spec["eps"], seeds=spec["seeds"],
                  n=spec["n"], methods=spec["methods"], progress=False)
 total = time.perf_counter() - start
 print(json.dumps({"total": total, "work": df.attrs["work_seconds"],
@@ -82,7 +84,9 @@ def main(argv=None) -> int:
             label: list(v) for label, v in data.items()}, seeds=args.seeds, n=[args.n])
         env = dict(os.environ, JAXSYNTH_NO_CACHE="1")
         out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], env=env,
-                             check=True, capture_output=True, text=True)
+                             capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"{name}: {out.stderr[-2000:]}")
         got = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append({"sweep": name, "replicates": got["rows"],
                      "estimated_work_s": round(got["estimate"], 2),

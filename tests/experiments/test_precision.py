@@ -227,3 +227,27 @@ def test_summarize_with_controls_reads_the_cheap_sweep(X, table):
     with pytest.raises(ValueError, match="other values"):
         summarize(full, "w1_pair", control="w1_tree_upper",
                   controls=many.assign(w1_tree_upper=many.w1_tree_upper * 2))
+
+
+PRECISE = ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "300", "--depth", "4",
+           "--eps", "0.25,1,4", "--data-key", "3", "--method", "tree_upper", "--precision",
+           "0.05", "--max-seeds", "128", "--seeds", "4", "--precision-column", "w1_tree_upper",
+           "--quiet"]
+
+
+@pytest.mark.slow
+def test_two_processes_run_the_same_rounds_as_one(tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    from jaxsynth.cli import main
+
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    assert main([*PRECISE, "--out", str(one)]) == 0
+    proc = subprocess.run([sys.executable, "-m", "jaxsynth", "launch", "--local", "2",
+                           *PRECISE, "--out", str(two)], env=cli_env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tables = [_numbers(result_store.readable(p)) for p in (one, two)]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert len(set(tables[0].groupby("eps").size())) > 1  # the cells stopped apart

@@ -240,7 +240,8 @@ _DEVICES_SCRIPT = textwrap.dedent(
         return out
     engine.run(plan, replicate_keys(7, 4), devices=jax.local_devices(), chunk=4, reduce=spy)
     print(json.dumps(dict(
-        two=two.drop(columns=["seconds", "release_seconds", "measure_seconds"]).to_dict("list"), shards=seen,
+        two=two.drop(columns=["seconds", "release_seconds", "measure_seconds"]).to_dict("list"),
+        shards=seen,
     )))
     """
 )

@@ -7,26 +7,14 @@ than one of few.  Its confidence interval is a percentile bootstrap that resampl
 replicates (seeds) with replacement within each cell, independently across cells, and
 refits with the same weights; cells are the experimental design and stay fixed.
 
-Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension, from Zare
-Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic
-Data" (arXiv 2609.33363) and Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for
-Private Synthetic Measures" ("He" below):
-
-* ``pmm``, ``pruned-pmm`` at the ambient-depth rule ``r = ⌈log2(εn)⌉`` (Zare Moayedi et al. §7):
-  the leaf resolution ``2^{-r/d} ≈ (εn)^{-1/d}`` caps the error whatever ``s``, so the
-  bound is ``(εn)^{-1/d}`` for ``d ≥ 2`` and ``log²(εn)/(εn)`` for ``d = 1`` (Zare Moayedi
-  et al. Thm 5 with ``k = d``).  At a fixed depth the error saturates at the resolution, and no
-  exponent is given;
-* ``adaptive-pruned-pmm``: ``(εn)^{-1/k}`` for ``k ≥ 2`` and ``log²(εn)/(εn)`` for
-  ``k = 1`` (Zare Moayedi et al. Thm 5, Cor. 5; the selection penalty is of lower order), ``k = s``;
-* ``privtree``, ``privtree-shift``: ``(log(εn)/(εn))^{1/t}`` with ``t = min(d, max(s, 2))``:
-  He Thm 5.9 gives ``t = s`` for ``2 < s ≤ d``; below that the Laplacian complexity
-  saturates (He §5.3), the bound holds for every ``t > 2`` and the ambient Thm 5.7
-  gives ``t = d``, so ``t = 2`` is the limit (``d = 1``: ``t = 1``).
-
-Beside the exponent, ``bound_slope`` is the slope of the log of that bound function over
-the sweep's own εn values, weighted as the fit is: the slope the theory predicts there,
-log factors included (``log²(εn)/(εn)`` has slope ``-1 + 2/ln(εn)``, not ``-1``).
+Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension: the
+bound of Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
+Private Synthetic Data" (arXiv 2609.33363) Thm 5 for the PMM family, of Y. He,
+"Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures" Thm 5.7
+and 5.9 for PrivTree; which theorem gives which exponent: ``docs/guide/sweep-design.md``
+(section "Rate theory").  Beside the exponent, ``bound_slope`` is the slope of the log of
+that bound function over the sweep's own εn values, weighted as the fit is: the slope the
+theory predicts there, log factors included.
 """
 
 from __future__ import annotations
@@ -85,8 +73,8 @@ def theory(kind: str, d: int, s: int | None = None) -> Theory | None:
       s: intrinsic (packing-growth) dimension; default ``d``.
 
     Returns:
-      a ``Theory``, or ``None`` for an unknown mechanism.  See the module docstring for
-      which theorem each case comes from.
+      a ``Theory``, or ``None`` for an unknown mechanism.  Which theorem each case comes
+      from: ``docs/guide/sweep-design.md``, section "Rate theory".
     """
     d = check_positive_int(int(d), "d")
     s = d if s is None or pd.isna(s) else check_positive_int(int(s), "s")

@@ -6,42 +6,17 @@ Words: a W1 *method* is how W1 is measured (``methods=["exact", "bracket"]``, th
 
 ``simulate`` returns one row per replicate.  Replicate ``s`` of mechanism ``M`` on data
 ``X`` at budget ``ε`` is ``js.release(jax.random.fold_in(key, s), M, X, ε)``, whatever
-the chunking, the device count or an interruption, so a sweep can be split, resumed and
-sharded without changing a number.
+the chunking, the device count, the round or an interruption, so a sweep can be split,
+resumed, sharded and run to a stated precision without changing a number.
 
-This module holds ``simulate`` and its loop; the work grid (mechanisms, data sets,
-devices) is checked in ``jaxsynth.experiments.grid``, every replicate measured by
-``jaxsynth.wasserstein.evaluator.Evaluator`` and written as a row by
-``jaxsynth.experiments.rows``.
-
-How the work is organised:
-
-* **once per (data set, n)**: the data set is loaded (named generators, files, arrays)
-  and its ``DataTree`` (every cell count) built at the largest depth any mechanism of
-  the sweep needs; the data projections of the bracket's lower bound are sorted once;
-* **once per (mechanism, data set)**: the mechanism's engine plan (``mech.plan``): one
-  compiled kernel for every ε, with one fixed chunk shape taken from the plan's memory
-  model, so every replicate is computed by the same program whatever is left to do
-  (a resumed run reproduces the uninterrupted one bit for bit); a mechanism whose ε run
-  on different engines alone (``eps_groups``: ``PrunedPMM(engine='auto')`` at the
-  ambient depth) gets one plan per engine, so a replicate's numbers, the fused tree W1
-  included, are those of its ε alone whatever the ε list;
-* **per chunk of seeds**: ``engine.run`` releases every ε × seed on the device; the tree
-  W1 and its upper bound come out of the kernel itself (it descends the tree), the
-  bracket's lower bound is computed on the device from the released atoms, and only the
-  finished per-replicate numbers go to the host (Sinkhorn, an iterative host-driven
-  solver, is the exception: it reads the atoms of each replicate);
-* **devices**: each chunk's replicates are sharded over ``devices`` (default: all local
-  devices; a chunk holds a multiple of their number); replicates do not depend on it;
-* **nothing lost**: with ``out="file.csv"`` rows go to a ``ResultStore``
-  (``jaxsynth.experiments.store``): appended as each chunk finishes, atomically and
-  under a lock; a rerun skips the replicates already there, and the file ends sorted.
-
-**Several processes.**  In a ``jax.distributed`` cluster (``js.join_cluster``, or
-``jax.distributed.initialize``), every process calls ``simulate`` with the same
-arguments; the work is split between them and process 0 writes the one store
-(``jaxsynth.experiments.cluster``).  Process 0 returns the sweep's table, the others
-the rows they computed.
+This module holds ``simulate``, its loop and its rounds; the work grid is checked in
+``jaxsynth.experiments.grid``, every replicate measured by
+``jaxsynth.wasserstein.evaluator.Evaluator``, written as a row by
+``jaxsynth.experiments.rows`` into a ``ResultStore`` (``jaxsynth.experiments.store``),
+its cost estimated by ``jaxsynth.experiments.cost`` and its cells summarized by
+``jaxsynth.experiments.summary``.  How the work is organised (once per data set, once per
+mechanism, per chunk, devices, several processes): ``docs/guide/sweep-design.md``;
+precision, intervals and the cost estimate: ``docs/guide/precision.md``.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
                     color=color, lw=1.4,
                     label=f"{label}: fitted slope {fit['slope']:.2f} "
                           f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
-            th = _group_theory(g)
+            th = _group_theory(g, fit.get("intrinsic_dim"))
             if th is not None and fit["theory"] == th.label:
                 theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
                                     (th, grid, mid, []))[3].append(at_mid)
@@ -212,9 +212,11 @@ def _cell_means(g: pd.DataFrame, column: str):
     return np.array(x), np.array(mean), np.array(err).T
 
 
-def _group_theory(g: pd.DataFrame):
+def _group_theory(g: pd.DataFrame, s=None):
+    """The group's theory, at the fit's intrinsic dimension ``s`` (stated or the table's)."""
     kind = g["kind"].iloc[0] if "kind" in g else g["mechanism"].iloc[0]
-    s = g["intrinsic_dim"].iloc[0] if "intrinsic_dim" in g else None
+    if s is None or pd.isna(s):
+        s = g["intrinsic_dim"].iloc[0] if "intrinsic_dim" in g else None
     return theory(kind, int(g["d"].iloc[0]), s) if "d" in g else None
 
 

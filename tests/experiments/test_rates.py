@@ -220,6 +220,8 @@ def test_stated_intrinsic_dimension_sets_the_theory_exponent():
     stated = estimate_rate(df, n_boot=20, intrinsic_dim=3)
     assert stated.theory_exponent[0] == pytest.approx(-1 / 3)  # He Thm 5.9: t = s
     assert stated.exponent_dimension[0] == "s = 3 (stated)"
+    labels = [t.get_text() for t in rate_plot(df, rates=stated).legends[0].get_texts()]
+    assert any(t.startswith("theory (log(eps n)/(eps n))^(1/3)") for t in labels)
     with pytest.raises(ValueError, match="intrinsic_dim: 7 exceeds"):
         estimate_rate(df, n_boot=20, intrinsic_dim=7)
     with pytest.raises(ValueError, match="intrinsic_dim"):

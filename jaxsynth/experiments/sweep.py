@@ -50,7 +50,7 @@ from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
 from jaxsynth.experiments.summary import next_target, summarize
 from jaxsynth.wasserstein.dispatch import METHODS
-from jaxsynth.wasserstein.evaluator import Evaluator, check_methods, check_metric
+from jaxsynth.wasserstein.evaluator import MEASURE_BLOCK, Evaluator, check_methods, check_metric
 
 __all__ = ["DEFAULT_METHODS", "METHODS", "simulate"]
 
@@ -75,9 +75,10 @@ DEFAULT_SEEDS = 100
 FIRST_ROUND = 16
 """Seeds of every cell's first round under ``precision`` when ``seeds`` is not given: few
 enough to be cheap, enough for a first estimate of the spread."""
-MEASURE_BATCH = 2 * (os.cpu_count() or 1)
-"""Replicates measured together (the exact W1 solves them in parallel threads): the
-progress bar and ``measure_seconds`` advance batch by batch."""
+MEASURE_BATCH = max(MEASURE_BLOCK, 2 * (os.cpu_count() or 1))
+"""Replicates measured together (the exact W1 solves them in parallel threads, the
+atom-based methods in blocks of ``MEASURE_BLOCK``): the progress bar and
+``measure_seconds`` advance batch by batch."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
@@ -189,9 +190,12 @@ def simulate(
       ValueError: bad arguments (the former names ``metrics=`` and ``ground=`` are
         refused, naming ``methods=`` and ``metric=``), a foreign, changed or
         earlier-format ``out`` file, another writer on it, or a sweep of more than
-        ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part); always
-        before any replicate is released.  In a cluster also a sweep that differs from
-        process 0's, and any other process's failure (``cluster.PeerFailure``, naming it).
+        ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part; with
+        ``precision``, cells × ``max_seeds``), a ``precision`` that is not positive,
+        ``max_seeds`` without ``precision`` (or below ``seeds``), a ``precision_column``
+        the methods do not measure; always before any replicate is released.  In a
+        cluster also a sweep that differs from process 0's, and any other process's
+        failure (``cluster.PeerFailure``, naming it).
     """
     team = cluster.Team.current()  # a failure here stops every process of a cluster
     with team.guard() if team is not None else contextlib.nullcontext():

@@ -41,6 +41,7 @@ _LAZY = {
     "release": ("jaxsynth.api", "release"),
     "release_batch": ("jaxsynth.api", "release_batch"),
     "simulate": ("jaxsynth.experiments.sweep", "simulate"),
+    "summarize": ("jaxsynth.experiments.summary", "summarize"),
     "w1": ("jaxsynth.wasserstein.dispatch", "w1"),
 }
 """Every public name, imported on first use: ``import jaxsynth`` (and the command line,
@@ -80,5 +81,6 @@ __all__ = [
     "release",
     "release_batch",
     "simulate",
+    "summarize",
     "w1",
 ]

@@ -44,6 +44,7 @@ MAX_CLUSTER_TIMEOUT_S = 86400.0
 """Longest ``--cluster-timeout``: ``jaxsynth.experiments.cluster.MAX_TIMEOUT_S``."""
 COMPANION_CHARS = len(".0123456789abcdef.tmp")
 """The longest suffix of the files the result store writes beside ``--out``."""
+DEMO_DIR = "jaxsynth-demo"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -202,8 +203,10 @@ def _parser() -> _Parser:
     demo = sub.add_parser("demo", help="run the built-in example sweep (well under a minute on "
                           "a 2-core CPU): the linf W1 of the whole data set, certified to 1%%, "
                           "and its rate against eps n")
-    demo.add_argument("--out-dir", default=".", metavar="DIR",
-                      help="where jaxsynth-demo.csv and jaxsynth-demo.png go (default .)")
+    demo.add_argument("--out-dir", default=DEMO_DIR, metavar="DIR",
+                      help="the directory (created when missing) that receives the demo's "
+                      f"files, jaxsynth-demo.csv (with its sidecar) and jaxsynth-demo.png "
+                      f"(default {DEMO_DIR})")
     demo.add_argument("--seeds", type=_integer(2, MAX_SEED), default=DEMO_SEEDS, metavar="S",
                       help=f"replicates, at least 2 for the rate's interval (default "
                       f"{DEMO_SEEDS})")
@@ -219,8 +222,16 @@ def _parser() -> _Parser:
     arg("--d", type=int, metavar="D", help="ambient dimension of built-in data sets")
     arg("--k", type=int, metavar="K", help="subspace dimension (subspace, cubes)")
     arg("--eps", type=_floats, required=True, metavar="LIST", help="privacy budgets, e.g. 0.5,1,2")
-    arg("--seeds", type=_seeds, required=True, metavar="S",
-        help="replicates per (mechanism, data, n, eps): seeds FIRST..FIRST+S-1")
+    arg("--seeds", type=_seeds, metavar="S",
+        help="replicates per (mechanism, data, n, eps): seeds FIRST..FIRST+S-1; with "
+        "--precision, the first round's count (default 16)")
+    arg("--precision", type=_positive("relative half-width"), metavar="P",
+        help="run seeds in rounds, each cell on its own, until the 95%% interval of its mean "
+        "has half-width <= P x mean (e.g. 0.02), or --max-seeds; resumable, and a finished "
+        "run is tightened by asking again with a smaller P")
+    arg("--max-seeds", type=_integer(2, MAX_SEED), metavar="N", help="most seeds of a cell (--precision)")
+    arg("--precision-column", default="w1_exact_upper", metavar="COLUMN",
+        help="the W1 column whose mean --precision is about (default w1_exact_upper)")
     arg("--first-seed", type=_first_seed, default=0, metavar="FIRST",
         help="first seed (default 0); parts of a large sweep use disjoint seed ranges and "
         "one file each")
@@ -244,7 +255,12 @@ def _parser() -> _Parser:
         "sweep with more eps, seeds, sizes, data or mechanisms extends it, any other change "
         "is refused; existing files jaxsynth did not write are refused and left untouched")
     arg("--warmup", action="store_true",
-        help="compile before timing, so that 'seconds' exclude compilation")
+        help="run each kernel's first chunk once untimed (compilation is kept out of the "
+        "timing columns in any case)")
+    arg("--dry-run", action="store_true",
+        help="print only the cost estimate (from a short calibration: per cell and in all, "
+        "compilation apart) and compute nothing else; every sweep prints it before work "
+        "unless --quiet")
     arg("--quiet", action="store_true", help="no progress bar")
     group = sim.add_argument_group(
         "several processes (one sweep, one --out file written by process 0; see also "
@@ -289,6 +305,9 @@ def _parser() -> _Parser:
         help="bootstrap resamples (default 1000)")
     arg("--level", type=float, default=0.95, metavar="L", help="confidence level (default 0.95)")
     arg("--plot", metavar="PNG", help="also write a W1 against eps n figure (.png, .pdf, .svg)")
+    arg("--intrinsic-dim", type=_count, metavar="S",
+        help="the data's intrinsic dimension for the theory exponent (default: the table's "
+        "intrinsic_dim column; without it the exponent is the ambient one)")
 
     from jaxsynth.audit import command as audit_command  # the privacy auditor
 
@@ -323,36 +342,48 @@ def _read_tables(files, column: str) -> pd.DataFrame:
     return df
 
 
-def _means(df: pd.DataFrame, columns) -> pd.DataFrame:
-    """Mean (and, for one column, sd and count) of W1 columns per (mechanism, data, n, eps)."""
-    cols = ["mechanism", "data", "n", "eps"]
-    columns = [columns] if isinstance(columns, str) else list(columns)
-    if len(columns) == 1:
-        return df.groupby(cols)[columns[0]].agg(["mean", "std", "count"]).reset_index()
-    means = df.groupby(cols)[columns].mean()
-    return means.assign(seeds=df.groupby(cols).size()).reset_index()
+def _cells(df: pd.DataFrame, column: str, level: float = 0.95, by=(), cells=None) -> str:
+    """Per-cell means of ``column`` with their intervals, as printed text (and the mean
+    of the other end of a certified pair, when the table has it)."""
+    from jaxsynth.experiments.plots import LOWER_ENDS
+    from jaxsynth.experiments.summary import CELL_COLUMNS, summarize
+
+    cells = summarize(df, column, level, by=by) if cells is None else cells
+    keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
+    shown = cells[keys + ["seeds", "mean", "ci_low", "ci_high"]].copy()
+    shown["±"] = [f"{w:.1%}" for w in cells["rel_half_width"]]
+    if "target_met" in cells:
+        shown["target_met"] = cells["target_met"]
+    pairs = {**LOWER_ENDS, **{low: up for up, low in LOWER_ENDS.items()}}
+    other = pairs.get(column)
+    if other in df:
+        shown[f"mean {other}"] = df.groupby(keys, sort=True)[other].mean().to_numpy()
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
-def _report(df: pd.DataFrame, column: str, by, n_boot: int, level: float, plot) -> None:
+def _report(df: pd.DataFrame, column: str, by, n_boot: int, level: float, plot,
+            intrinsic_dim=None) -> None:
     import pandas as pd
 
-    from jaxsynth.experiments.plots import LOWER_ENDS, metric_name, quantity
+    from jaxsynth.experiments.plots import quantity
     from jaxsynth.experiments.rates import estimate_rate
 
     what = quantity(column, df)
-    rates = estimate_rate(df, column=column, by=by, n_boot=n_boot, level=level)  # may refuse
+    rates = estimate_rate(df, column=column, by=by, n_boot=n_boot, level=level,
+                          intrinsic_dim=intrinsic_dim)  # may refuse
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        pairs = {**LOWER_ENDS, **{low: up for up, low in LOWER_ENDS.items()}}
-        shown = sorted({column, pairs.get(column, column)} & set(df.columns) | {column},
-                       key=lambda c: "upper" in c)
-        described = f"a certified pair of the {metric_name(df)} W1" if len(shown) == 2 else what
-        print(f"mean {', '.join(shown)} per cell ({described}):")
-        print(_means(df, shown).to_string(index=False))
+        print(f"mean {column} per cell ({what}), with its {level:.0%} interval "
+              "(skewness-corrected t):")
+        print(_cells(df, column, level, by, pd.DataFrame(rates.attrs["cells"])
+                     if "cells" in rates.attrs else None))
         columns = [*by, "slope", "ci_low", "ci_high", "cells", "seeds", "theory",
                    "theory_exponent", "bound_slope"]
-        print(f"\nslope of log E {column} ({what}) against log(eps n) "
-              f"({level:.0%} bootstrap interval):")
+        print(f"\nslope of log E {column} ({what}) against log(eps n), cells weighted by "
+              f"their precision ({level:.0%} bootstrap interval):")
         print(rates[columns].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        notes = sorted(set(rates["exponent_dimension"]) - {""})
+        if notes:
+            print("theory exponent's dimension: " + "; ".join(notes))
     if plot:
         from jaxsynth.experiments.plots import rate_plot
 
@@ -396,12 +427,33 @@ def _simulate(args) -> None:
     options = {k: v for k, v in (("d", args.d), ("k", args.k)) if v is not None}
     data = [(name, options) if options else name for name in args.data]
     memory = None if args.memory_mb is None else max(1, int(args.memory_mb * 2**20))
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if args.precision is None:
+        if args.seeds is None:
+            raise ValueError("--seeds: give the replicates per cell (or --precision)")
+        if args.max_seeds is not None:
+            raise ValueError("--max-seeds goes with --precision")
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+    else:
+        if args.first_seed:
+            raise ValueError("--first-seed: a sweep to a --precision starts at seed 0")
+        if args.max_seeds is None:
+            raise ValueError("--max-seeds: --precision needs a most seeds per cell")
+        seeds = args.seeds
+    precision = {} if args.precision is None else {
+        "precision": args.precision, "max_seeds": args.max_seeds,
+        "precision_column": args.precision_column}
     df = simulate(mechs, data, eps=args.eps, seeds=seeds, methods=args.method,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
-                  progress=not args.quiet, metric=args.metric, data_key=args.data_key,
-                  warmup=args.warmup)
-    columns = [c for c in df.columns if c.startswith("w1_")]
+                  progress=not (args.quiet or args.dry_run), metric=args.metric,
+                  data_key=args.data_key, warmup=args.warmup, dry_run=args.dry_run,
+                  **precision)
+    if args.dry_run:
+        from jaxsynth.experiments.cost import describe
+
+        print(describe(df))
+        return
+    column = args.precision_column if args.precision is not None else next(
+        c for c in df.columns if c.startswith("w1_") and "lower" not in c)
     if args.coordinator or args.distributed:
         import jax
 
@@ -416,7 +468,13 @@ def _simulate(args) -> None:
     if args.coordinator or args.distributed:
         print(f"{who} computed {df.attrs['computed']} of them")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        print(_means(df, columns).to_string(index=False))
+        print(f"mean {column} per cell, with its 95% interval (skewness-corrected t):")
+        print(_cells(df, column) if df.groupby(["mechanism", "data", "n", "eps"]).size().min()
+              > 1 else "(one seed per cell: no interval)")
+    short = df.attrs.get("short", [])
+    if short:
+        print(f"{len(short)} cell(s) stopped at --max-seeds {args.max_seeds} short of "
+              f"±{args.precision:g} (target_met False above)")
 
 
 def _rate(args) -> None:
@@ -426,11 +484,14 @@ def _rate(args) -> None:
     if args.plot is not None:
         check_figure_path(args.plot, "--plot")
     by = check_names(args.by, "--by")
+    if not args.column.startswith("w1_"):
+        raise ValueError(f"--column must be a W1 column (w1_exact_upper, w1_upper, w1_tree, "
+                         f"...); got {args.column!r}")
     df = _read_tables(args.files, args.column)
     missing = [c for c in by if c not in df]
     if missing:
         raise ValueError(f"--by: the table has no column(s) {missing}")
-    _report(df, args.column, by, args.n_boot, args.level, args.plot)
+    _report(df, args.column, by, args.n_boot, args.level, args.plot, args.intrinsic_dim)
 
 
 def _audit(args) -> None:
@@ -488,7 +549,7 @@ def _check_platform(name: str) -> None:
 
 def _check_arguments(args) -> None:
     """Refuse what each option allows alone but not together (before JAX loads)."""
-    if args.command == "simulate" and args.first_seed + args.seeds > MAX_SEED:
+    if args.command == "simulate" and args.first_seed + (args.seeds or 0) > MAX_SEED:
         raise _UsageError(f"--first-seed {args.first_seed} + --seeds {args.seeds} passes the "
                           "last seed, 2^32 - 1")
 

@@ -24,7 +24,7 @@ from jaxsynth.experiments.sweep import simulate
 SWEEP = ["--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300", "--depth", "4",
          "--eps", "1,2", "--data-key", "3"]
 MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]
-TIMING = ["seconds", "release_seconds"]
+TIMING = ["seconds", "release_seconds", "measure_seconds"]
 
 
 def _cli(args, env, **kw):
@@ -74,7 +74,8 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
     assert main(["rate", str(csv), "--column", "w1_upper", "--n-boot", "50"]) == 0
     printed = capsys.readouterr().out
     assert "slope of log E w1_upper (certified upper bound on ℓ2 W1)" in printed
-    assert "certified pair of the ℓ2 W1" in printed
+    assert "mean w1_upper per cell" in printed and "95% interval" in printed
+    assert "mean w1_lower" in printed  # the pair's other end beside it
 
 
 @pytest.mark.parametrize(
@@ -91,6 +92,16 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
         (["simulate", "--mechanism", "pmm", "--data", "spiral", "--depth", "0", "--eps", "1",
           "--seeds", "2", "--out", "x.csv"], "depth"),
         (["rate", "missing.csv"], "not found"),
+        (["rate", "missing.csv", "--column", "mechanism"], "--column must be a W1 column"),
+        (["simulate", *SWEEP, "--out", "x.csv"], "--seeds"),
+        (["simulate", *SWEEP, "--seeds", "2", "--max-seeds", "9", "--out", "x.csv"],
+         "--max-seeds goes with --precision"),
+        (["simulate", *SWEEP, "--precision", "0.1", "--out", "x.csv"], "--max-seeds"),
+        (["simulate", *SWEEP, "--precision", "0", "--max-seeds", "9", "--out", "x.csv"],
+         "--precision"),
+        (["simulate", *SWEEP, "--precision", "0.1", "--max-seeds", "9", "--first-seed", "3",
+          "--out", "x.csv"], "--first-seed"),
+        (["rate", "missing.csv", "--intrinsic-dim", "0"], "--intrinsic-dim"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -253,3 +264,35 @@ def test_the_parsers_words_are_the_librarys():
     assert cli.MAX_CLUSTER_TIMEOUT_S == MAX_TIMEOUT_S
     assert set(settings.MECHANISMS) <= set(MECHANISMS)
     assert auditor.MECHANISMS is settings.MECHANISMS
+
+
+def test_simulate_to_a_precision_equals_the_library(tmp_path, capsys):
+    csv = tmp_path / "precise.csv"
+    args = ["simulate", *SWEEP, "--method", "tree_upper", "--precision", "0.05",
+            "--max-seeds", "32", "--seeds", "4", "--precision-column", "w1_tree_upper",
+            "--out", str(csv), "--quiet"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    ref = simulate(MECHS, "spiral", n=[300], eps=[1.0, 2.0], seeds=4, progress=False,
+                   data_key=3, methods=["tree_upper"], precision=0.05, max_seeds=32,
+                   precision_column="w1_tree_upper")
+    pd.testing.assert_frame_equal(_read(csv), ref.drop(columns=TIMING), check_dtype=False)
+    assert "mean w1_tree_upper per cell, with its 95% interval" in printed
+    assert "target_met" in printed
+
+
+def test_demo_writes_into_one_named_directory():
+    from jaxsynth.cli import DEMO_DIR, _parser
+
+    assert _parser().parse_args(["demo"]).out_dir == DEMO_DIR == "jaxsynth-demo"
+
+
+def test_dry_run_prints_only_the_estimate(tmp_path, capsys):
+    csv = tmp_path / "dry.csv"
+    assert main(["simulate", *SWEEP, "--seeds", "3", "--method", "tree_upper", "--dry-run",
+                 "--out", str(csv)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("ESTIMATE (from a short calibration; not a measurement)")
+    assert "estimated total:" in printed and "for 12 replicates" in printed
+    assert "compilation (measured, apart)" in printed
+    assert not csv.exists()

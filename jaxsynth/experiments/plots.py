@@ -18,6 +18,7 @@ from matplotlib.ticker import NullFormatter
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_output_path, check_str, refuse_renamed
 from jaxsynth.experiments.rates import RENAMED, estimate_rate, theory
+from jaxsynth.experiments.summary import mean_interval
 
 __all__ = ["check_figure_path", "depth_plot", "metric_name", "quantity", "rate_plot"]
 
@@ -90,7 +91,7 @@ def _save(fig: Figure, path) -> Figure:
 
 def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism", "data"),
               rates: pd.DataFrame | None = None, path=None, **renamed) -> Figure:
-    """Mean W1 against εn on log-log axes, with the fitted slope and the theory line.
+    """Mean W1 against εn on log-log axes, with each mean's interval, the fit and theory.
 
     Args:
       df: a ``simulate`` table (columns ``eps``, ``n``, ``column``, ``by``).
@@ -102,16 +103,17 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
       path: where to save the figure (PNG, PDF, ... by suffix), or ``None``.
 
     Returns:
-      the ``Figure``.  Points are cell means with ±2 standard errors; the solid line is
-      the least-squares fit (its slope and interval in the legend); the dotted line is
-      the papers' bound function (``rates.theory``): only its slope is meaningful, and
-      it is drawn through the fit at the geometric middle of the εn range (the legend
-      says so).  The axis and title name the quantity (``quantity``); when ``column`` is
-      the upper end of a certified pair (``LOWER_ENDS``) and the table has the lower
-      end, the lower end's means are drawn as open markers with their own error bars, so
-      the pair is visible.  Curves that coincide (PMM and Pruned-PMM often do) stay
-      visible: each group has its own marker and is offset horizontally by a few
-      percent.  The legend sits below the axes, clear of the points.
+      the ``Figure``.  Points are cell means with their 95 % intervals as error bars
+      (``summary.mean_interval``; the legend says so); each group's fitted line has its
+      own colour, marker and line style, its slope and interval in the legend; the grey
+      dotted line is the papers' bound function (``rates.theory``), one per distinct
+      bound: only its slope is meaningful, and it is drawn through the fits at the
+      geometric middle of the εn range (the legend says so).  The axes are named in
+      words and the title gives the ε values and the seeds per cell.  When ``column``
+      is the upper end of a certified pair (``LOWER_ENDS``) and the table has the lower
+      end, the lower end's means are drawn as larger open markers beside the filled
+      ones, so the pair is visible.  Coinciding groups stay visible: each is offset
+      horizontally by a few percent.  The legend sits below the axes.
     """
     refuse_renamed("rate_plot", renamed, RENAMED)
     check_str(column, "column")
@@ -121,12 +123,12 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     by = [by] if isinstance(by, str) else list(by)
     if rates is None:
         rates = estimate_rate(df, column=column, by=by, n_boot=200)
-    fig = Figure(figsize=(7.2, 6.4), layout="constrained")
+    fig = Figure(figsize=(7.2, 6.6), layout="constrained")
     ax = fig.add_subplot()
     lower = LOWER_ENDS.get(column) if LOWER_ENDS.get(column) in df else None
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     groups = _groups(df, by)
-    cells = set()
+    cells, theories = set(), {}
     for i, (key, label, g) in enumerate(groups):
         fit = fits[key]
         color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
@@ -134,40 +136,46 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
         x, mean, err = _cell_means(g, column)
         cells.update(x.tolist())
         fitted = np.isfinite(fit["slope"])
-        ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=4, capsize=2,
-                    label=None if fitted else label)
+        ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=5, capsize=3,
+                    zorder=3, label=f"{label}: mean, 95 % interval")
         if fitted:
             mid = np.sqrt(x.min() * x.max())
             logs = np.log(mean)
             at_mid = np.exp(logs.mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
             grid = np.geomspace(x.min(), x.max(), 50)
-            ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], "-", color=color,
-                    label=f"{label}: slope {fit['slope']:.2f} "
+            ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], _STYLES[i % len(_STYLES)],
+                    color=color, lw=1.4,
+                    label=f"{label}: fitted slope {fit['slope']:.2f} "
                           f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
-            th = _group_theory(g)
+            th = _group_theory(g, fit.get("intrinsic_dim"))
             if th is not None and fit["theory"] == th.label:
-                ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color=color,
-                        label=f"{label}: theory {th.label}, slope {fit['bound_slope']:.2f} "
-                              "(height arbitrary: through the fit's middle)")
+                theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
+                                    (th, grid, mid, []))[3].append(at_mid)
         if lower is not None:
-            lx, low, lerr = _cell_means(g, lower)
-            ax.errorbar(lx * dodge, low, yerr=lerr, fmt=marker + "--", color=color, ms=4,
-                        mfc="none", lw=0.8, capsize=2, label=f"{label}: lower end")
+            lx, low, _ = _cell_means(g, lower)
+            ax.plot(lx * dodge * DODGE ** 0.5, low, marker, color=color, ms=8, mfc="none",
+                    mew=1.3, ls="none", zorder=4, label=f"{label}: lower end")
+    for (name, slope), (th, grid, mid, heights) in theories.items():
+        at_mid = np.exp(np.mean(np.log(heights)))
+        ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color="0.35", lw=1.6,
+                label=f"theory {name}, slope {slope:.2f} (height arbitrary: through the "
+                      "fits' middle)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
     if len(cells) <= CELL_TICKS:  # few cells (often within one decade): label each εn
         ticks = sorted(cells)
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
-    ax.set_xlabel("ε n")
+    ax.set_xlabel("ε n (privacy budget × sample size)")
+    what = quantity(column, df)
     if lower is None:
-        ax.set_ylabel(f"mean {column}: {quantity(column, df)}", fontsize=9)
-        ax.set_title(f"{quantity(column, df)} against ε n", fontsize=10)
+        ax.set_ylabel(f"mean {what}", fontsize=9)
+        title = f"{what} against ε n"
     else:
         ax.set_ylabel(f"mean {metric_name(df)} W1 of the whole data set\n"
-                      f"(filled: {column}, open: {lower})", fontsize=9)
-        ax.set_title(f"certified pair of the {metric_name(df)} W1 against ε n: upper "
-                     "end (filled, fitted), lower end (open)", fontsize=9)
+                      "(certified pair: filled upper end, open lower end)", fontsize=9)
+        title = f"certified {metric_name(df)} W1 of the whole data set against ε n"
+    ax.set_title(f"{title}\n{_design(df)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     entries = len(ax.get_legend_handles_labels()[0])
     fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
@@ -175,6 +183,7 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
 
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1, 1, 1)))
 DODGE = 1.04
 """Horizontal offset factor between neighbouring groups of a rate plot (log axis)."""
 CELL_TICKS = 8
@@ -182,16 +191,32 @@ CELL_TICKS = 8
 only powers of ten, often none inside a sweep's range)."""
 
 
+def _design(df: pd.DataFrame) -> str:
+    """The sweep's ε values and seeds per cell, for a title."""
+    eps = sorted(set(df["eps"].tolist()))
+    seeds = df.groupby(["eps", "n"] + [c for c in ("mechanism", "data") if c in df]).size()
+    count = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}–{seeds.max()}"
+    return f"ε = {', '.join(f'{e:g}' for e in eps)}; {count} seeds per cell"
+
+
 def _cell_means(g: pd.DataFrame, column: str):
-    """Per-εn means of ``column`` and ±2 standard errors (0 for single replicates)."""
-    cells = g.assign(en=g["eps"] * g["n"]).groupby("en")[column]
-    err = 2 * cells.std(ddof=1).fillna(0).to_numpy(float) / np.sqrt(cells.size().to_numpy())
-    return cells.mean().index.to_numpy(float), cells.mean().to_numpy(float), err
+    """Per-εn means of ``column`` and their 95 % intervals as error bars [2, C]
+    (none for a single replicate)."""
+    x, mean, err = [], [], []
+    for en, cell in g.assign(en=g["eps"] * g["n"]).groupby("en"):
+        values = cell[column].to_numpy(np.float64)
+        m, low, high = mean_interval(values) if len(values) > 1 else (values.mean(),) * 3
+        x.append(en)
+        mean.append(float(m))
+        err.append((max(0.0, float(m - low)), max(0.0, float(high - m))))
+    return np.array(x), np.array(mean), np.array(err).T
 
 
-def _group_theory(g: pd.DataFrame):
+def _group_theory(g: pd.DataFrame, s=None):
+    """The group's theory, at the fit's intrinsic dimension ``s`` (stated or the table's)."""
     kind = g["kind"].iloc[0] if "kind" in g else g["mechanism"].iloc[0]
-    s = g["intrinsic_dim"].iloc[0] if "intrinsic_dim" in g else None
+    if s is None or pd.isna(s):
+        s = g["intrinsic_dim"].iloc[0] if "intrinsic_dim" in g else None
     return theory(kind, int(g["d"].iloc[0]), s) if "d" in g else None
 
 

@@ -1,30 +1,20 @@
 """Empirical rates: the slope of log E W1 against log(εn), beside the papers' rates.
 
-The slope is the least-squares slope of ``log(mean W1)`` on ``log(εn)`` over the
-(ε, n) cells of a sweep.  Its confidence interval is a percentile bootstrap that
-resamples replicates (seeds) with replacement within each cell, independently across
-cells, and refits; cells are the experimental design and stay fixed.
+The slope is the weighted least-squares slope of ``log(mean W1)`` on ``log(εn)`` over
+the (ε, n) cells of a sweep, each cell weighted by its precision (the inverse of the
+variance of its log mean, ``seeds · mean² / sd²``), so a cell of many seeds counts more
+than one of few.  Its confidence interval is a percentile bootstrap that resamples
+replicates (seeds) with replacement within each cell, independently across cells, and
+refits with the same weights; cells are the experimental design and stay fixed.
 
-Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension, from Zare
-Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for Private Synthetic
-Data" (arXiv 2609.33363) and Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for
-Private Synthetic Measures" ("He" below):
-
-* ``pmm``, ``pruned-pmm`` at the ambient-depth rule ``r = ⌈log2(εn)⌉`` (Zare Moayedi et al. §7):
-  the leaf resolution ``2^{-r/d} ≈ (εn)^{-1/d}`` caps the error whatever ``s``, so the
-  bound is ``(εn)^{-1/d}`` for ``d ≥ 2`` and ``log²(εn)/(εn)`` for ``d = 1`` (Zare Moayedi
-  et al. Thm 5 with ``k = d``).  At a fixed depth the error saturates at the resolution, and no
-  exponent is given;
-* ``adaptive-pruned-pmm``: ``(εn)^{-1/k}`` for ``k ≥ 2`` and ``log²(εn)/(εn)`` for
-  ``k = 1`` (Zare Moayedi et al. Thm 5, Cor. 5; the selection penalty is of lower order), ``k = s``;
-* ``privtree``, ``privtree-shift``: ``(log(εn)/(εn))^{1/t}`` with ``t = min(d, max(s, 2))``:
-  He Thm 5.9 gives ``t = s`` for ``2 < s ≤ d``; below that the Laplacian complexity
-  saturates (He §5.3), the bound holds for every ``t > 2`` and the ambient Thm 5.7
-  gives ``t = d``, so ``t = 2`` is the limit (``d = 1``: ``t = 1``).
-
-Beside the exponent, ``bound_slope`` is the least-squares slope of the log of that bound
-function over the sweep's own εn values: the slope the theory predicts at these sizes,
-log factors included (``log²(εn)/(εn)`` has slope ``-1 + 2/ln(εn)``, not ``-1``).
+Theory (``theory``), by mechanism, with ``s`` the data's intrinsic dimension: the
+bound of Zare Moayedi, Asadi, Yassaee, Aminian, "Geometry-Adaptive Mechanisms for
+Private Synthetic Data" (arXiv 2609.33363) Thm 5 for the PMM family, of Y. He,
+"Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures" Thm 5.7
+and 5.9 for PrivTree; which theorem gives which exponent: ``docs/guide/sweep-design.md``
+(section "Rate theory").  Beside the exponent, ``bound_slope`` is the slope of the log of
+that bound function over the sweep's own εn values, weighted as the fit is: the slope the
+theory predicts there, log factors included.
 """
 
 from __future__ import annotations
@@ -42,6 +32,7 @@ from jaxsynth.core.validate import (
     check_str,
     refuse_renamed,
 )
+from jaxsynth.experiments.summary import check_cells, summarize
 from jaxsynth.mechanisms.schedules import default_depth
 
 __all__ = ["Theory", "estimate_rate", "theory"]
@@ -82,8 +73,8 @@ def theory(kind: str, d: int, s: int | None = None) -> Theory | None:
       s: intrinsic (packing-growth) dimension; default ``d``.
 
     Returns:
-      a ``Theory``, or ``None`` for an unknown mechanism.  See the module docstring for
-      which theorem each case comes from.
+      a ``Theory``, or ``None`` for an unknown mechanism.  Which theorem each case comes
+      from: ``docs/guide/sweep-design.md``, section "Rate theory".
     """
     d = check_positive_int(int(d), "d")
     s = d if s is None or pd.isna(s) else check_positive_int(int(s), "s")
@@ -101,10 +92,24 @@ def theory(kind: str, d: int, s: int | None = None) -> Theory | None:
     return None
 
 
-def _slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least-squares slopes of ``y`` [..., C] on ``x`` [C]."""
-    xc = x - x.mean()
-    return (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
+def _slopes(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """Weighted least-squares slopes of ``y`` [..., C] on ``x`` [C] (weights ``w`` [C])."""
+    w = np.ones_like(x) if w is None else w / w.sum()
+    xc = x - (w @ x) / w.sum()
+    return (y - (y @ w)[..., None] / w.sum()) @ (w * xc) / (xc @ (w * xc))
+
+
+def _weights(values: list) -> np.ndarray:
+    """Each cell's precision: 1 / variance of its log mean (delta method).
+
+    A cell without spread gets the largest weight of the others; equal weights when no
+    cell has any.
+    """
+    var = np.array([v.var(ddof=1) / (len(v) * v.mean() ** 2) for v in values])
+    spread = var[var > 0]
+    if not len(spread):
+        return np.ones_like(var)
+    return 1.0 / np.maximum(var, spread.min())
 
 
 def _group_fit(g: pd.DataFrame, column: str, n_boot: int, level: float, rng, name: str):
@@ -130,15 +135,17 @@ def _group_fit(g: pd.DataFrame, column: str, n_boot: int, level: float, rng, nam
                          "needs at least 2 seeds per (eps, n) cell")
     row = {"cells": len(cells), "seeds": min(len(v) for v in values),
            "eps_n_min": float(en.min()), "eps_n_max": float(en.max())}
+    weights = _weights(values)
     boot = np.stack(
         [v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1) for v in values], axis=1
     )
-    slopes = _slopes(x, np.log(boot))
+    with np.errstate(divide="ignore"):  # a resample of zeros: slope -inf or nan, rare
+        slopes = _slopes(x, np.log(boot), weights)
     alpha = (1.0 - level) / 2.0
-    row.update(slope=float(_slopes(x, np.log(means))), se=float(slopes.std(ddof=1)),
+    row.update(slope=float(_slopes(x, np.log(means), weights)), se=float(slopes.std(ddof=1)),
                ci_low=float(np.quantile(slopes, alpha)),
                ci_high=float(np.quantile(slopes, 1 - alpha)))
-    return row, x
+    return row, x, weights
 
 
 def _show(value) -> str:
@@ -182,17 +189,34 @@ def _numeric(df: pd.DataFrame, fitted: str) -> pd.DataFrame:
     return df.assign(**out)
 
 
-def _theory_columns(g: pd.DataFrame, x) -> dict:
+def _exponent_dimension(kind: str, d: int, s: int, stated: bool) -> str:
+    """Which dimension the theory's exponent uses, and where it comes from."""
+    if kind in _AMBIENT_DEPTH:
+        return f"ambient d = {d} (the depth rule's leaf resolution, whatever s)"
+    if stated:
+        return f"s = {s} (stated)"
+    if s < d:
+        return f"s = {s} (the data set's intrinsic dimension)"
+    return (f"ambient d = {d} (intrinsic dimension not stated: pass intrinsic_dim, "
+            "rate --intrinsic-dim)")
+
+
+def _theory_columns(g: pd.DataFrame, x, intrinsic_dim: int | None = None,
+                    weights=None) -> dict:
     """Theory of the group's mechanism, when the group has one mechanism, d and s."""
     kind_col = "kind" if "kind" in g else "mechanism"
+    if intrinsic_dim is not None:
+        g = g.assign(intrinsic_dim=intrinsic_dim)
     s_col = "intrinsic_dim" if "intrinsic_dim" in g else "d"
     out = {"d": np.nan, "intrinsic_dim": np.nan, "theory": "", "theory_exponent": np.nan,
-           "bound_slope": np.nan}
+           "bound_slope": np.nan, "exponent_dimension": ""}
     columns = [kind_col, "d", s_col]
     if any(c not in g for c in columns) or any(
             g[c].isna().any() or g[c].nunique() != 1 for c in columns):
         return out
     kind, d, s = g[kind_col].iloc[0], int(g["d"].iloc[0]), int(g[s_col].iloc[0])
+    if s > d:
+        raise ValueError(f"intrinsic_dim: {s} exceeds the ambient dimension d = {d}")
     out.update(d=d, intrinsic_dim=s)
     th = theory(kind, d, s)
     if th is None:
@@ -204,9 +228,10 @@ def _theory_columns(g: pd.DataFrame, x) -> dict:
         if not np.array_equal(g["depth"].to_numpy(), ambient):
             out["theory"] = "fixed depth: saturates at the leaf resolution"
             return out
-    out.update(theory=th.label, theory_exponent=th.exponent)
+    out.update(theory=th.label, theory_exponent=th.exponent,
+               exponent_dimension=_exponent_dimension(kind, d, s, intrinsic_dim is not None))
     if x is not None:
-        out["bound_slope"] = float(_slopes(x, np.log(th.bound(np.exp(x)))))
+        out["bound_slope"] = float(_slopes(x, np.log(th.bound(np.exp(x))), weights))
     return out
 
 
@@ -217,9 +242,14 @@ def estimate_rate(
     n_boot: int = 1000,
     level: float = 0.95,
     key: int = 0,
+    intrinsic_dim: int | None = None,
     **renamed,
 ) -> pd.DataFrame:
     """Fit the slope of log E W1 against log(εn) per group, with a bootstrap interval.
+
+    Each cell (ε, n) enters as the log of its mean, weighted by its precision; the
+    input's per-cell means and intervals (``summary.summarize``) come back in
+    ``attrs["cells"]`` (records).
 
     Args:
       df: a ``simulate`` table: columns ``eps``, ``n``, ``column`` and ``by`` (``kind``,
@@ -234,6 +264,9 @@ def estimate_rate(
       level: confidence level of the percentile interval, in (0, 1).
       key: non-negative int seeding the bootstrap; each group draws from its own stream
         (keyed by the group's values), so a fit does not depend on the other groups.
+      intrinsic_dim: the data's intrinsic dimension ``s`` for the theory columns,
+        replacing the table's ``intrinsic_dim`` column; without either, the exponent is
+        the ambient one, and ``exponent_dimension`` says so.
 
     Returns:
       one row per group: the ``by`` columns, ``column`` (the fitted column's name),
@@ -241,7 +274,11 @@ def estimate_rate(
       means), ``ci_low``, ``ci_high``, ``level``, ``se`` (bootstrap standard error),
       ``cells`` (distinct (ε, n)), ``seeds`` (fewest replicates in a cell),
       ``eps_n_min``, ``eps_n_max``, ``d``, ``intrinsic_dim``, ``theory`` (the bound's
-      formula), ``theory_exponent`` and ``bound_slope`` (see the module docstring).
+      formula), ``theory_exponent``, ``bound_slope`` (see the module docstring) and
+      ``exponent_dimension`` (the dimension in the exponent and where it comes from).
+      ``attrs["cells"]``: the input's cells, one record each (``summary.summarize``;
+      ``pd.DataFrame(rates.attrs["cells"])``), when the table has the columns
+      ``mechanism`` and ``data``.
 
     Raises:
       ValueError: naming the argument or the group: ``metric=`` (now ``column=``), a
@@ -250,7 +287,10 @@ def estimate_rate(
         non-positive or non-numeric ``eps``/``n`` (or ``d``, ``intrinsic_dim``, ``depth``
         when present), a missing, non-numeric or negative ``column`` value, a group with
         a single εn value (no slope) or a cell with a single
-        replicate (no interval), a non-positive cell mean (no logarithm).
+        replicate (no interval), a non-positive cell mean (no logarithm), a group whose
+        rows differ in ``kind``, ``config``, ``d`` or ``metric`` (they are different
+        cells: the column is named, to be added to ``by``), an ``intrinsic_dim`` that
+        is not a positive integer or exceeds ``d``.
     """
     refuse_renamed("estimate_rate", renamed, RENAMED)
     if not isinstance(df, pd.DataFrame):
@@ -273,17 +313,23 @@ def estimate_rate(
     n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
     level = check_fraction(level, "level")
     key = check_positive_int(key, "key", minimum=0)
+    if intrinsic_dim is not None:
+        intrinsic_dim = check_positive_int(intrinsic_dim, "intrinsic_dim")
     df = _numeric(df, column)
+    check_cells(df, by)
     rows = []
     for values, g in df.groupby(by, sort=True) if by else [((), df)]:
         values = values if isinstance(values, tuple) else (values,)
         rng = np.random.default_rng([key, zlib.crc32(repr(values).encode())])
         name = "the group " + ", ".join(f"{c}={v!r}" for c, v in zip(by, values)) if by \
             else "the table"
-        fit, x = _group_fit(g, column, n_boot, level, rng, name)
+        fit, x, weights = _group_fit(g, column, n_boot, level, rng, name)
         rows.append({**dict(zip(by, values)), "column": column, **fit, "level": level,
-                     **_theory_columns(g, x)})
+                     **_theory_columns(g, x, intrinsic_dim, weights)})
     columns = [*by, "column", "slope", "ci_low", "ci_high", "level", "se", "cells", "seeds",
                "eps_n_min", "eps_n_max", "d", "intrinsic_dim", "theory", "theory_exponent",
-               "bound_slope"]
-    return pd.DataFrame(rows, columns=columns)
+               "bound_slope", "exponent_dimension"]
+    out = pd.DataFrame(rows, columns=columns)
+    if "mechanism" in df and "data" in df:
+        out.attrs["cells"] = summarize(df, column, level, by=by).to_dict("records")
+    return out

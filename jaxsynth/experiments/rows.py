@@ -23,7 +23,8 @@ def replicate_rows(out: dict, values: dict, plan, seeds, common: dict,
         cols[name] = np.asarray(host[field]).reshape(E * S).astype(np.int64)
     for name, v in values.items():
         cols[name] = np.asarray(v, np.float64).reshape(E * S)
-    cols.update({k: np.full(E * S, v) for k, v in seconds.items()})
+    cols.update({k: np.broadcast_to(np.asarray(v, np.float64), (E, S)).reshape(E * S)
+                 for k, v in seconds.items()})
     cols["adjacency"] = plan.adjacency
     for name, v in plan.budget.items():
         cols[name] = np.repeat(np.asarray(v, np.float64), S)

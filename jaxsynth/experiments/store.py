@@ -1,64 +1,17 @@
 """The result store: a sweep's table on disk, one valid row per replicate, whatever happens.
 
 A store is a plain CSV file (readable by any tool) plus a *sidecar* ``FILE.jaxsynth.json``
-written next to it.  The sidecar is how the store recognises its own files: it records
-the format, the sweep's fixed settings (the *spec*), the columns, the row count, the
-byte length and SHA-256 of the CSV as last committed, and a *seal*, the SHA-256 of all
-of that.  While a writer is active it also holds ``FILE.jaxsynth.lock`` (removed when it
-finishes).
-
-* **The sidecar is untrusted input.**  Before anything is written it is validated
-  completely: its fields and their types, its seal (a hand edit or a corrupted byte is
-  refused), the committed bytes against its digest, the spec against the sweep's, and
-  the rows against the spec (each row records the sweep's key, data key and ground
-  metric, in the columns ``key``, ``data_key`` and ``metric``).
-  Anything inconsistent is refused with a one-line reason, every file byte-identical.
-
-* **Foreign files are never touched.**  An existing ``FILE`` without a sidecar (another
-  tool's CSV, the data file, any file jaxsynth did not write) is refused before any work
-  (``check_out_path``) and left byte-identical; so is a store whose bytes no longer
-  match its sidecar (edited by hand, appended to by another program).
-* **Writes are atomic.**  Every append is write-ahead: the sidecar first records the
-  pending append (new length, hash of the new bytes), then the rows are appended and
-  flushed, then the sidecar is committed.  Opening a store finishes or rolls back an
-  interrupted append from those records (a partial tail the store itself wrote is cut
-  back; anything else is refused).  Whole-file rewrites go through a temporary file
-  ``FILE.<16 hex digits>.tmp`` (named in the sidecar first) and ``os.replace`` under the
-  same protocol, and sidecars are replaced atomically the same way; temporary files are
-  created with ``O_EXCL`` (never over another file) and the directory is fsynced after
-  each rename, so a ``kill -9`` at any instant leaves a store that the next run recovers.
-  Before every append and rewrite the file is checked against the last commit, so rows
-  another program adds while a sweep runs are refused, never absorbed and sealed.  A
-  sidecar whose CSV was deleted is stale and is replaced.
-* **One writer.**  ``FILE.jaxsynth.lock`` is held with ``fcntl.flock`` while the store is
-  open; a second writer is refused at once with the reason (it never waits, and never
-  writes a row).  It is created with ``O_EXCL`` holding ``LOCK_MARK``; an existing file
-  of that name that holds anything else is not ours and is refused, never removed.
-* **Read with fixed rules.**  Text columns are text and only an empty field is missing,
-  so a label ``NA``, ``None`` or ``null`` survives a resume (``read_table``).
-* **Rows are validated** when a store is opened: key columns present and well typed
-  (seed a non-negative integer, ε and n positive, W1 columns finite and ≥ 0), no
-  replicate twice, the row count that of the sidecar.  A committed file that fails is
-  refused, never repaired by guessing.
-* **A changed sweep** is defined: the spec (every setting that changes what a replicate
-  computes: sweep key, data key, ground metric ``metric``, W1 columns ``w1_columns``)
-  must equal the recorded one, else the store refuses and names the difference; the
-  mechanisms' configurations and the data sets' fingerprints must equal the recorded
-  ones where they meet; a sweep with the same spec and more ε values, seeds, sizes, data
-  sets or mechanisms *extends* the table.  New columns (a mechanism with more diagnostics) are added by an atomic
-  rewrite.
-* **Versioned.**  The sidecar records ``FORMAT``.  A store of an earlier format (before
-  ``jaxsynth-results/3`` the ground metric was the column ``ground`` and the spec said
-  ``ground`` and ``metrics``) is refused, never appended to or resumed: start a new
-  file.  ``readable`` (``jaxsynth rate``) still reads one, its ``ground`` column renamed
-  ``metric``, so old results can be fitted.
-* **Bounded.**  A store holds at most ``MAX_ROWS`` rows (a sweep's table is held in
-  memory to sort it and return it); larger sweeps are refused before any work, with the
-  remedy: parts over disjoint seeds, one file each.
-
-Decision: CSV only.  Parquet would need pyarrow (a large dependency, absent here) and
-gives nothing the append protocol needs; ``MAX_ROWS`` rows are ~350 MB of CSV, read in
-seconds.
+written next to it, which records the format, the sweep's fixed settings (the *spec*),
+the columns, the row count, the byte length and SHA-256 of the CSV as last committed,
+and a *seal* over all of that; a writer holds ``FILE.jaxsynth.lock`` while it runs.
+The sidecar is untrusted input, validated completely before anything is written;
+foreign files are never touched; every append is write-ahead and every rewrite atomic,
+so a ``kill -9`` at any instant leaves a store the next run recovers; one writer at a
+time; rows are read with fixed rules and validated; a changed sweep is refused, naming
+the setting, while more ε values, seeds, sizes, data sets or mechanisms extend the
+table; a store of an earlier ``FORMAT`` is refused for writing and read by ``readable``;
+a store holds at most ``MAX_ROWS`` rows.  Each rule, and why CSV: the section "The
+result store" of ``docs/guide/sweep-design.md``.
 """
 
 from __future__ import annotations
@@ -90,7 +43,7 @@ OPTIONAL_INTEGERS = {"d": "a positive integer", "intrinsic_dim": "a positive int
 """Columns checked like the key columns when a table has them (``validate_rows``), except
 that an empty field is allowed (rows of a table that lacked the column)."""
 MAX_ROWS = 1_000_000
-"""Most rows of one store (and of one ``simulate`` call): ~0.7 GB as a DataFrame."""
+"""Most rows of one store (and of one ``simulate`` call): the table is held in memory."""
 MERGED_SPEC_KEYS = ("groups", "data")
 """Spec entries that are dicts merged across runs (conflicting values are refused)."""
 PROVENANCE = ("key", "data_key", "metric")

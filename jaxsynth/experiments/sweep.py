@@ -6,63 +6,51 @@ Words: a W1 *method* is how W1 is measured (``methods=["exact", "bracket"]``, th
 
 ``simulate`` returns one row per replicate.  Replicate ``s`` of mechanism ``M`` on data
 ``X`` at budget ``ε`` is ``js.release(jax.random.fold_in(key, s), M, X, ε)``, whatever
-the chunking, the device count or an interruption, so a sweep can be split, resumed and
-sharded without changing a number.
+the chunking, the device count, the round or an interruption, so a sweep can be split,
+resumed, sharded and run to a stated precision without changing a number.
 
-This module holds ``simulate`` and its loop; the work grid (mechanisms, data sets,
-devices) is checked in ``jaxsynth.experiments.grid``, every replicate measured by
-``jaxsynth.wasserstein.evaluator.Evaluator`` and written as a row by
-``jaxsynth.experiments.rows``.
-
-How the work is organised:
-
-* **once per (data set, n)**: the data set is loaded (named generators, files, arrays)
-  and its ``DataTree`` (every cell count) built at the largest depth any mechanism of
-  the sweep needs; the data projections of the bracket's lower bound are sorted once;
-* **once per (mechanism, data set)**: the mechanism's engine plan (``mech.plan``): one
-  compiled kernel for every ε, with one fixed chunk shape taken from the plan's memory
-  model, so every replicate is computed by the same program whatever is left to do
-  (a resumed run reproduces the uninterrupted one bit for bit); a mechanism whose ε run
-  on different engines alone (``eps_groups``: ``PrunedPMM(engine='auto')`` at the
-  ambient depth) gets one plan per engine, so a replicate's numbers, the fused tree W1
-  included, are those of its ε alone whatever the ε list;
-* **per chunk of seeds**: ``engine.run`` releases every ε × seed on the device; the tree
-  W1 and its upper bound come out of the kernel itself (it descends the tree), the
-  bracket's lower bound is computed on the device from the released atoms, and only the
-  finished per-replicate numbers go to the host (Sinkhorn, an iterative host-driven
-  solver, is the exception: it reads the atoms of each replicate);
-* **devices**: each chunk's replicates are sharded over ``devices`` (default: all local
-  devices; a chunk holds a multiple of their number); replicates do not depend on it;
-* **nothing lost**: with ``out="file.csv"`` rows go to a ``ResultStore``
-  (``jaxsynth.experiments.store``): appended as each chunk finishes, atomically and
-  under a lock; a rerun skips the replicates already there, and the file ends sorted.
-
-**Several processes.**  In a ``jax.distributed`` cluster (``js.join_cluster``, or
-``jax.distributed.initialize``), every process calls ``simulate`` with the same
-arguments; the work is split between them and process 0 writes the one store
-(``jaxsynth.experiments.cluster``).  Process 0 returns the sweep's table, the others
-the rows they computed.
+This module holds ``simulate``, its loop and its rounds; the work grid is checked in
+``jaxsynth.experiments.grid``, every replicate measured by
+``jaxsynth.wasserstein.evaluator.Evaluator``, written as a row by
+``jaxsynth.experiments.rows`` into a ``ResultStore`` (``jaxsynth.experiments.store``),
+its cost estimated by ``jaxsynth.experiments.cost`` and its cells summarized by
+``jaxsynth.experiments.summary``.  How the work is organised (once per data set, once per
+mechanism, per chunk, devices, several processes): ``docs/guide/sweep-design.md``;
+precision, intervals and the cost estimate: ``docs/guide/precision.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import sys
 import time
+import warnings
 
 import jax
+import numpy as np
 import pandas as pd
 
 from jaxsynth import engine
 from jaxsynth.api import seed_count, seed_indices
 from jaxsynth.core.keys import replicate_keys
 from jaxsynth.core.partition import GROUND_METRICS
-from jaxsynth.core.validate import check_bool, check_epsilon, check_positive_int, refuse_renamed
-from jaxsynth.experiments import cluster, grid
+from jaxsynth.core.validate import (
+    check_bool,
+    check_epsilon,
+    check_positive_int,
+    check_positive_number,
+    check_str,
+    refuse_renamed,
+)
+from jaxsynth.experiments import cluster, cost, grid
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
+from jaxsynth.experiments.summary import next_target, summarize
 from jaxsynth.wasserstein.dispatch import METHODS
-from jaxsynth.wasserstein.evaluator import Evaluator, check_methods, check_metric
+from jaxsynth.wasserstein.evaluator import MEASURE_BLOCK, Evaluator, check_methods, check_metric
 
 __all__ = ["DEFAULT_METHODS", "METHODS", "simulate"]
 
@@ -82,6 +70,15 @@ RENAMED = {
 """Arguments of ``simulate`` under their former names: refused with the new name."""
 CHUNK_REPLICATES = 256
 """Replicates released between two writes of the result store (at least one engine chunk)."""
+DEFAULT_SEEDS = 100
+"""Seeds of a fixed sweep when ``seeds`` is not given."""
+FIRST_ROUND = 16
+"""Seeds of every cell's first round under ``precision`` when ``seeds`` is not given: few
+enough to be cheap, enough for a first estimate of the spread."""
+MEASURE_BATCH = max(MEASURE_BLOCK, 2 * (os.cpu_count() or 1))
+"""Replicates measured together (the exact W1 solves them in parallel threads, the
+atom-based methods in blocks of ``MEASURE_BLOCK``): the progress bar and
+``measure_seconds`` advance batch by batch."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
 
@@ -90,7 +87,7 @@ def simulate(
     mechanisms,
     data,
     eps=(1.0,),
-    seeds=100,
+    seeds=None,
     methods=DEFAULT_METHODS,
     key=0,
     n=None,
@@ -101,6 +98,10 @@ def simulate(
     data_key: int = 0,
     devices=None,
     warmup: bool = False,
+    precision: float | None = None,
+    max_seeds: int | None = None,
+    precision_column: str = "w1_exact_upper",
+    dry_run: bool = False,
     **renamed,
 ) -> pd.DataFrame:
     """Run a Monte Carlo sweep and return one row per replicate.
@@ -123,7 +124,9 @@ def simulate(
         (``datasets.load``), a pair ``(name, options)`` (e.g. ``("subspace", {"d": 5,
         "k": 2})``), or a list or ``{label: ...}`` dict of these.
       eps: a budget or list of E budgets.
-      seeds: a count S (seeds ``0..S-1``), a ``range`` or a list of seed indices.
+      seeds: a count S (seeds ``0..S-1``; default ``DEFAULT_SEEDS``), a ``range`` or a
+        list of seed indices; with ``precision``, the first round's count (default
+        ``FIRST_ROUND``).
       methods: W1 methods (``METHODS``), each a name or ``(name, options)``; columns
         ``w1_<name>`` (``exact``: ``w1_exact_lower``, ``w1_exact_upper``; ``bracket``:
         ``w1_lower``, ``w1_upper``).  Default ``exact``: the ``metric`` W1 between the
@@ -144,32 +147,55 @@ def simulate(
         et al., arXiv 2609.33363, §7) or ``"l2"``.
       data_key: key of the data generators (the same for every n).
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
-      warmup: run each (mechanism, data set)'s first chunk once untimed, so that
-        ``seconds`` measure the compiled computation only.
+      warmup: run each (mechanism, data set)'s first chunk once untimed (compilation is
+        kept out of the timing columns in any case, by the calibration).
+      precision: run seeds in rounds, each cell (mechanism, data, n, ε) on its own,
+        until the 95 % interval of its mean of ``precision_column`` has half-width at
+        most ``precision`` × the mean (``summary.next_target``), or ``max_seeds``
+        seeds; cells that stop short are named in a warning.  Replicate ``s`` is the
+        same whatever round computes it, so with ``out`` an interrupted run resumes and
+        a finished one is tightened by asking again with a smaller ``precision``.
+      max_seeds: the most seeds of a cell (required with ``precision``).
+      precision_column: the W1 column whose mean ``precision`` is about.
+      dry_run: return only the cost estimate (``cost.estimate``), computing nothing else.
+        Every sweep first releases the first seeds of each (mechanism, data set) and
+        measures one batch of each ε, twice, outside the table: a calibration that
+        compiles the kernels and times a warm chunk and each ε's measurement; from it
+        an estimate of the time per cell and in all is printed (with ``progress``)
+        before any work.
 
     Returns:
       a ``pandas.DataFrame`` sorted by (mechanism, data, n, eps, seed) with columns
       ``mechanism`` (label), ``kind`` (the mechanism's name), ``data``, ``n``, ``d``,
       ``intrinsic_dim``, ``eps``, ``seed``, ``depth``, ``m``, ``leaves``, ``visited``, the
-      ``w1_*`` columns, ``seconds`` (the replicate's share of its chunk's wall time,
-      release and W1; a group's first chunk includes compilation unless ``warmup``),
-      ``release_seconds`` (the release alone), ``adjacency``, the budget parts
+      ``w1_*`` columns, ``release_seconds`` (the replicate's share of its chunk's
+      release), ``measure_seconds`` (its W1 measurement: its ε's share of a batch of
+      ``MEASURE_BATCH`` replicates), ``seconds`` (their sum; compilation is in neither,
+      but in ``attrs["compile_seconds"]``), ``adjacency``, the budget parts
       (``epsilon``, ``eps_levels``, ...), scalar diagnostics (``selected``, ``cap_hits``,
       ...), and provenance: ``config``, ``key``, ``data_key``, ``metric`` (the ground
       metric).  Its
       ``attrs`` hold ``new_rows`` (replicates computed by this call), ``computed`` (those
       this process computed: all of them, or its share in a cluster) and, with ``out``,
-      ``file_rows`` (the rows the file holds, which may include other sweeps' rows).
+      ``file_rows`` (the rows the file holds, which may include other sweeps' rows),
+      ``estimate`` (the calibration's cost estimate, ``cost.estimate``, as records) and
+      ``compile_seconds`` (by mechanism and data set, measured by the calibration),
+      ``calibration_seconds`` and ``work_seconds`` (the wall time after it).
       In a cluster, processes other than 0 return the rows they computed (``new_rows``
-      counts them) and no ``file_rows``.
+      counts them) and no ``file_rows``.  With ``precision``, ``attrs`` also hold
+      ``precision``, ``precision_column`` and ``short`` (the cells that stopped at
+      ``max_seeds`` short of the target); ``summary.summarize`` gives the per-cell means.
 
     Raises:
       ValueError: bad arguments (the former names ``metrics=`` and ``ground=`` are
         refused, naming ``methods=`` and ``metric=``), a foreign, changed or
         earlier-format ``out`` file, another writer on it, or a sweep of more than
-        ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part); always
-        before any replicate is released.  In a cluster also a sweep that differs from
-        process 0's, and any other process's failure (``cluster.PeerFailure``, naming it).
+        ``store.MAX_ROWS`` rows (split it over disjoint seeds, one file per part; with
+        ``precision``, cells × ``max_seeds``), a ``precision`` that is not positive,
+        ``max_seeds`` without ``precision`` (or below ``seeds``), a ``precision_column``
+        the methods do not measure; always before any replicate is released.  In a
+        cluster also a sweep that differs from process 0's, and any other process's
+        failure (``cluster.PeerFailure``, naming it).
     """
     team = cluster.Team.current()  # a failure here stops every process of a cluster
     with team.guard() if team is not None else contextlib.nullcontext():
@@ -178,14 +204,32 @@ def simulate(
         eps = check_epsilon(eps).ravel()
         if len(set(eps.tolist())) != len(eps):
             raise ValueError(f"eps has duplicate values: {eps.tolist()}")
-        n_seeds = seed_count(seeds)
+        if precision is not None:
+            precision = check_positive_number(precision, "precision")
+            if isinstance(seeds, bool) or not isinstance(seeds, (int, type(None))):
+                raise ValueError(f"seeds: with precision, seeds is the first round's count "
+                                 f"(an int); got {seeds!r}")
+            seeds = FIRST_ROUND if seeds is None else check_positive_int(seeds, "seeds", 2)
+            if max_seeds is None:
+                raise ValueError("max_seeds: precision needs a most seeds per cell")
+            max_seeds = check_positive_int(max_seeds, "max_seeds", minimum=seeds)
+        elif max_seeds is not None:
+            raise ValueError("max_seeds goes with precision (the seeds of a fixed sweep: seeds)")
+        seeds = DEFAULT_SEEDS if seeds is None else seeds
+        n_seeds = seed_count(seeds) if precision is None else max_seeds
         methods = check_methods(methods)
+        check_str(precision_column, "precision_column")
         metric = check_metric(metric)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
+        check_bool(dry_run, "dry_run")
         if memory_bytes is not None:
             memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
         data_key = check_positive_int(data_key, "data_key", minimum=0)
+        w1_columns = [c for _, _, cols in methods for c in cols]
+        if precision is not None and precision_column not in w1_columns:
+            raise ValueError(f"precision_column: {precision_column!r} is not a column of the "
+                             f"sweep's methods ({', '.join(w1_columns)})")
         devs = grid.devices(devices)
         key_label = grid.key_label(key)
         if out is not None:
@@ -201,21 +245,99 @@ def simulate(
         seed_list = seed_indices(seeds).tolist()
         spec = {
             "key": key_label, "data_key": data_key, "metric": metric,
-            "w1_columns": [c for _, _, cols in methods for c in cols],
+            "w1_columns": w1_columns,
             "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                        for label, m in mechs for ds in sets},
             "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
                      if (fp := grid.fingerprint(ds)) is not None},
         }
-        return _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label,
-                    data_key, spec, out, memory_bytes, devs, progress, warmup)
+        run = functools.partial(_run, methods=methods, metric=metric, key=key,
+                                key_label=key_label, data_key=data_key, spec=spec, out=out,
+                                memory_bytes=memory_bytes, devs=devs, progress=progress,
+                                warmup=warmup, dry_run=dry_run)
+        if precision is None or dry_run:
+            # a dry run to a precision: the first round, and at most max_seeds per cell
+            seed_list = seed_list if precision is None else list(range(seeds))
+            return run(team, mechs, sets, eps, seed_list, most=max_seeds)
+        return _rounds(run, mechs, sets, eps, seeds, max_seeds, precision, precision_column)
 
 
-def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_label, data_key,
-         spec, out, memory_bytes, devs, progress, warmup) -> pd.DataFrame:
-    """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``."""
+def _rounds(run, mechs, sets, eps, first, max_seeds, precision, column) -> pd.DataFrame:
+    """``simulate(..., precision=...)``: rounds of seeds, each cell to its own count.
+
+    Each round runs, per (mechanism, data set, seeds to add), the cells that need those
+    seeds (``run``: one ``_run`` through the store); the next counts are decided from the
+    cells' first seeds alone (``summary.next_target``), on process 0 in a cluster and
+    sent to the others, so every process runs the same rounds.  In a cluster each step
+    is one exchange of its own (``_together``), in the same order on every process.
+    """
+    cells = [(j, i, float(e)) for j in range(len(mechs)) for i in range(len(sets)) for e in eps]
+    have = dict.fromkeys(cells, 0)
+    target = dict.fromkeys(cells, first)
+    frames, new_rows, computed, file_rows = [], 0, 0, None
+    while any(target[c] > have[c] for c in cells):
+        groups: dict[tuple, list] = {}
+        for j, i, e in cells:
+            if target[j, i, e] > have[j, i, e]:
+                groups.setdefault((j, i, have[j, i, e], target[j, i, e]), []).append(e)
+        for (j, i, low, high), group_eps in groups.items():
+            part = _together(lambda team: run(team, [mechs[j]], [sets[i]],
+                                              np.asarray(group_eps), list(range(low, high))))
+            frames.append(part)
+            new_rows += part.attrs["new_rows"]
+            computed += part.attrs["computed"]
+            file_rows = part.attrs.get("file_rows", file_rows)
+            for e in group_eps:
+                have[j, i, e] = high
+        table = pd.concat(frames, ignore_index=True)
+
+        def decide(team):
+            if team is not None and not team.writes:
+                return team.work(None)
+            values = {cell: g[column].to_numpy(np.float64) for cell, g in table.groupby(
+                ["mechanism", "data", "n", "eps"], sort=False)}
+            decided = [next_target(values[mechs[j][0], sets[i].label, sets[i].n, e],
+                                   precision, first, max_seeds) for j, i, e in cells]
+            return decided if team is None else team.work(decided)
+
+        target = dict(zip(cells, _together(decide)))
+    table = pd.concat(frames, ignore_index=True).sort_values(
+        list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    table.attrs.update(new_rows=new_rows, computed=computed, precision=precision,
+                       precision_column=column)
+    if file_rows is not None:
+        table.attrs["file_rows"] = file_rows
+    if jax.process_index() == 0:  # the whole table (other processes hold their rows)
+        cells = summarize(table, column, precision=precision)
+        short = cells[~cells["target_met"]]
+        table.attrs["short"] = [tuple(r) for r in short[["mechanism", "data", "n", "eps"]]
+                                .itertuples(index=False)]
+        if len(short):
+            warnings.warn(f"precision: {len(short)} cell(s) stopped at max_seeds = {max_seeds} "
+                          f"short of ±{precision:g}: " + "; ".join(
+                              f"{m} on {d}, n={n}, eps={e:g} (±{w:.3g})" for m, d, n, e, w in
+                              short[["mechanism", "data", "n", "eps", "rel_half_width"]]
+                              .itertuples(index=False)), stacklevel=3)
+    return table
+
+
+def _together(step):
+    """``step(team)`` with a fresh ``cluster.Team`` (``None`` alone): its own messages,
+    and a failure published to the processes waiting in it."""
+    team = cluster.Team.current()
+    with team.guard() if team is not None else contextlib.nullcontext():
+        return step(team)
+
+
+def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, data_key,
+         spec, out, memory_bytes, devs, progress, warmup, dry_run, most=None) -> pd.DataFrame:
+    """``simulate`` after its checks: alone, or as one process of a ``cluster.Team``.
+
+    ``most``: the most seeds a cell may get (a sweep to a precision), for the estimate.
+    """
     from tqdm.auto import tqdm
 
+    total = len(mechs) * len(sets) * len(eps) * len(seed_list)
     writes = team is None or team.writes
     if team is not None:
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
@@ -223,11 +345,17 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
                     "data sets": [[ds.label, ds.n] for ds in sets],
                     "methods": repr([(m, o) for m, o, _ in methods])})
     w1_columns = spec["w1_columns"]
-    store = ResultStore(out, spec, w1_columns) if out is not None and writes else None
+    store = ResultStore(out, spec, w1_columns) if out is not None and writes and not dry_run \
+        else None
     frames = []
     new_rows = computed = 0
     with store or contextlib.nullcontext():
-        done = store.table() if store is not None else pd.DataFrame(columns=list(KEY_COLUMNS))
+        if store is not None:
+            done = store.table()
+        elif dry_run and out is not None and os.path.exists(out):  # read, never written
+            done = result_store.readable(out)
+        else:
+            done = pd.DataFrame(columns=list(KEY_COLUMNS))
         finished = set(zip(*(done[c].tolist() for c in KEY_COLUMNS))) if len(done) else set()
         if writes:  # (data set, [(mechanism, seeds to do)]) by index, with something to do
             work = [(i, todo) for i, ds in enumerate(sets) if (todo := [
@@ -245,14 +373,34 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
         prepared = _preflight(work, mechs, eps, methods, metric, memory_bytes, devs)
         if team is not None:
             team.ready()  # every process's share checked before any row is written
+        timings, calibration = {}, time.perf_counter()
+        for i, (ds, todo) in enumerate(work):  # compiles every kernel; times warm ones
+            loaded, evaluator, sized = prepared[i] if i in prepared else _prepare(
+                ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
+            for label, _, left in todo:
+                first = left[:_seeds_per_write(sized[label], eps)]  # the first write's
+                timings[label, ds.label, ds.n] = [
+                    cost.calibrate(functools.partial(_chunk, plan, evaluator, key, first,
+                                                     memory, devs, size, batches=1), size,
+                                   plan.eps, len(first))
+                    for plan, memory, size in sized[label]]
+        estimate = cost.estimate(work, timings, eps, most)
+        if dry_run:
+            return estimate
+        if progress and writes and len(estimate):
+            print(cost.describe(estimate), file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        calibration = started - calibration
         bar = tqdm(total=total, unit="rep", disable=not (progress and writes), delay=2.0,
                    desc="simulate")
         bar.update(total - remaining if writes else 0)
 
-        def keep(rows):
-            """Process 0 (or the only process): new rows into the store or the table."""
+        def keep(rows, counted=True):
+            """Process 0 (or the only process): new rows into the store or the table
+            (``counted``: already on the progress bar, replicate by replicate)."""
             nonlocal new_rows
-            bar.update(len(rows))
+            if not counted:
+                bar.update(len(rows))
             rows = rows[[(label, data, n, e, s) not in finished for label, data, n, e, s in
                          zip(*(rows[c] for c in KEY_COLUMNS))]]
             if store is not None:
@@ -267,12 +415,11 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
             X, _, intrinsic = loaded
             for label, mech, left in todo:
                 parts = sized[label]  # (plan, memory, chunk) per group of ε
-                chunk = min(size for _, _, size in parts)
                 common = {"mechanism": label, "kind": mech.name, "data": ds.label,
                           "n": X.shape[0], "d": X.shape[1], "intrinsic_dim": intrinsic}
                 provenance = {"config": repr(mech), "key": key_label, "data_key": data_key,
                               "metric": metric}
-                per_chunk = max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
+                per_chunk = _seeds_per_write(parts, eps)
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
                 if warmup:
                     for plan, memory, size in parts:
@@ -280,8 +427,9 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
                 for seeds_now in runs:
                     rows = []
                     for plan, memory, size in parts:
-                        result, values, seconds = _chunk(plan, evaluator, key, seeds_now,
-                                                         memory, devs, size)
+                        result, values, seconds = _chunk(
+                            plan, evaluator, key, seeds_now, memory, devs, size,
+                            advance=bar.update if writes else None)
                         rows.append(replicate_rows(result, values, plan, seeds_now, common,
                                                    seconds))
                     rows = rows[0] if len(rows) == 1 else pd.concat(rows, ignore_index=True)
@@ -291,14 +439,14 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
                     if writes:
                         keep(rows)
                         for sent in team.receive() if team is not None else ():
-                            keep(sent)
+                            keep(sent, counted=False)
                     else:
                         team.send(rows)
                         frames.append(rows)
             prepared.pop(i, None)
         if team is not None and writes:
             for sent in team.remaining():
-                keep(sent)
+                keep(sent, counted=False)
         elif team is not None:
             team.done()
         bar.close()
@@ -317,9 +465,20 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
     result = table[keep_rows].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
     result.attrs["new_rows"] = new_rows if writes else computed
     result.attrs["computed"] = computed
+    result.attrs["estimate"] = estimate.to_dict("records")  # attrs hold no frames
+    result.attrs["calibration_seconds"] = calibration
+    result.attrs["work_seconds"] = time.perf_counter() - started
+    result.attrs["compile_seconds"] = {f"{label} | {data} | n={n}": sum(t.compile for t in parts)
+                                       for (label, data, n), parts in timings.items()}
     if store is not None:
         result.attrs["file_rows"] = len(table)
     return result
+
+
+def _seeds_per_write(parts, eps) -> int:
+    """Seeds released (every ε) between two writes of the store: at least one chunk."""
+    chunk = min(size for _, _, size in parts)
+    return max(1, max(chunk, CHUNK_REPLICATES) // len(eps))
 
 
 def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
@@ -367,16 +526,42 @@ def _preflight(work, mechs, eps, methods, metric, memory_bytes, devs) -> dict:
     return kept
 
 
-def _chunk(plan, evaluator, key, seeds, memory, devices, chunk):
-    """Release seeds × every ε and measure them; finished numbers on the host."""
+def _chunk(plan, evaluator, key, seeds, memory, devices, chunk, advance=None, batches=None):
+    """Release seeds × every ε and measure them; finished numbers on the host.
+
+    The measurement runs per ε in batches of ``MEASURE_BATCH`` replicates (each
+    replicate's W1 depends on its own atoms only), each batch timed and counted on
+    ``advance`` as it finishes; ``batches`` measures only the first that many batches of
+    each ε (the calibration).  Returns the engine outputs, the W1 values [E, S] and the
+    timing columns (``release_seconds``: the chunk's release per replicate;
+    ``measure_seconds`` [E, S]: its batch's measurement per replicate).
+    """
     keys = replicate_keys(key, seeds)
     start = time.perf_counter()
     out = engine.run(plan, keys, atoms=evaluator.atoms, memory_bytes=memory, devices=devices,
                      chunk=chunk)
     out = jax.block_until_ready(out)
     released = time.perf_counter()
-    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
-    per = len(plan.eps) * len(seeds)
-    seconds = {"seconds": (time.perf_counter() - start) / per,
-               "release_seconds": (released - start) / per}
+    E, S = len(plan.eps), len(seeds)
+    values, measured = {}, np.full((E, S), np.nan)
+    for e in range(E):
+        for a in range(0, S, MEASURE_BATCH)[:batches]:
+            b = min(a + MEASURE_BATCH, S)
+            begin = time.perf_counter()
+            part = _measure(evaluator, jax.tree.map(lambda v, e=e, a=a, b=b: v[e:e + 1, a:b],
+                                                    out), seeds[a:b])
+            measured[e, a:b] = (time.perf_counter() - begin) / (b - a)
+            for name, v in part.items():
+                values.setdefault(name, np.empty((E, S)))[e, a:b] = np.asarray(v).reshape(-1)
+            if advance is not None:
+                advance(b - a)
+    release = (released - start) / (E * S)
+    seconds = {"seconds": release + measured, "release_seconds": release,
+               "measure_seconds": measured}
     return out, values, seconds
+
+
+def _measure(evaluator, out, seeds) -> dict:
+    """The W1 values [E, S] of engine outputs ``out`` (replicates of ``seeds``)."""
+    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
+    return values

@@ -172,8 +172,12 @@ fig.tight_layout()
 # * The bias flattens the fitted rates.  On the spiral, full-data slopes are −0.61 (PMM)
 #   and −0.67 (PrivTree); from 1000-point subsamples −0.38 and −0.19, from 3000-point
 #   ones −0.49 and −0.31.  On the subspace the slopes move less (PMM −0.42 against −0.38
-#   from 1000 points).  The theory exponents are upper-bound rates; over εn = 3·10^3 to
-#   3·10^4 the measured full-data slopes are at least as steep.
+#   from 1000 points).  The theory exponents are upper-bound rates, and a bound fixes the
+#   error's size, not its slope over a finite range: over εn = 3·10^3 to 3·10^4 the
+#   full-data slopes are steeper than the theory's on the spiral (PMM −0.61, PrivTree
+#   −0.67, against −0.50) and for PMM on the subspace (−0.42 against −0.33), but PrivTree
+#   on the subspace is shallower (−0.38, interval [−0.39, −0.37], against −0.50): at these
+#   sizes its error there has not reached the asymptotic rate.
 # * Where a subsample size equals n it is the whole data set and its bias is 0, as it
 #   must be (a check of the pipeline, not a finding).  Six releases per point: the
 #   intervals of the slopes are bootstrap intervals over those releases.

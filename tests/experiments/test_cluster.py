@@ -24,7 +24,7 @@ from jaxsynth.experiments import cluster
 from jaxsynth.experiments.store import KEY_COLUMNS, read_table
 from jaxsynth.launcher import free_port
 
-TIMING = ["seconds", "release_seconds"]
+TIMING = ["seconds", "release_seconds", "measure_seconds"]
 SWEEP = ["--mechanism", "pmm,privtree", "--data", "spiral", "--n", "400", "--eps", "1,2",
          "--seeds", "10", "--method", "exact,bracket,tree", "--quiet"]
 """Small, with every mechanism kind that has its own kernel and the default W1 method."""

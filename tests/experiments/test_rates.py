@@ -12,6 +12,7 @@ import pytest
 
 from jaxsynth.experiments.plots import DODGE, depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate, theory
+from jaxsynth.experiments.summary import mean_interval
 
 EN = np.array([500.0, 1000.0, 2000.0, 4000.0, 8000.0])
 
@@ -99,9 +100,12 @@ def test_theory_columns_beside_the_fit():
     assert r.loc["pmm", "theory_exponent"] == -0.5
     assert r.loc["pmm", "bound_slope"] == pytest.approx(-0.5)
     # log^2(x)/x over x in [500, 8000]: the slope of the least-squares line through the
-    # five log-spaced points, computed independently
+    # five log-spaced points, weighted as the fit weights its cells (the inverse variance
+    # of each cell's log mean), computed independently with NumPy
     lx = np.log(EN)
-    expected = np.polyfit(lx, np.log(np.log(EN) ** 2 / EN), 1)[0]
+    cells = ada.groupby("n").w1_exact_upper
+    weights = (cells.count() * cells.mean() ** 2 / cells.var()).to_numpy()
+    expected = np.polyfit(lx, np.log(np.log(EN) ** 2 / EN), 1, w=np.sqrt(weights))[0]
     assert r.loc["ada", "bound_slope"] == pytest.approx(expected, rel=1e-12)
     assert -1 < expected < -0.6
     assert r.loc["ada", "theory"] == "log^2(eps n)/(eps n)"
@@ -139,10 +143,19 @@ def test_plots_write_png(tmp_path):
     assert any("theory (eps n)^(-1/2)" in t and "height arbitrary" in t for t in labels)
     # the figure names its quantity, and shows the pair's lower end beside the fit
     ylabel = fig.axes[0].get_ylabel()
-    assert "ℓ∞ W1 of the whole data set" in ylabel
-    assert "filled: w1_exact_upper, open: w1_exact_lower" in ylabel
-    assert "certified pair of the ℓ∞ W1" in fig.axes[0].get_title()
+    assert "ℓ∞ W1 of the whole data set" in ylabel and "w1_" not in ylabel  # words, not code
+    assert "certified pair: filled upper end, open lower end" in ylabel
+    title = fig.axes[0].get_title()
+    assert "certified ℓ∞ W1 of the whole data set" in title
+    assert "ε = 1; 40 seeds per cell" in title  # the design in the title
+    assert fig.axes[0].get_xlabel() == "ε n (privacy budget × sample size)"
     assert any(t.endswith(": lower end") for t in labels)
+    assert any(t.endswith(": mean, 95 % interval") for t in labels)
+    # the error bars are the cells' intervals (summary.mean_interval), not ±2 se
+    bars = [c for c in fig.axes[0].collections if c.get_segments()][0].get_segments()
+    values = df[df.n == EN[0]].w1_exact_upper.to_numpy()
+    _, low, high = mean_interval(values)
+    assert (bars[0][0][1], bars[0][1][1]) == pytest.approx((low, high), rel=1e-12)
     # each cell's eps n is labelled on the axis (a log axis would label powers of ten only)
     ticks = fig.axes[0].get_xticks()
     np.testing.assert_allclose(ticks, np.unique(EN))
@@ -151,13 +164,14 @@ def test_plots_write_png(tmp_path):
     twin = pd.concat([df, df.assign(mechanism="pmm-copy")])
     ax = rate_plot(twin, rates=None).axes[0]
     points = [line for line in ax.get_lines()
-              if line.get_linestyle() == "None" and line.get_marker() not in ("_", "|")][:2]
+              if line.get_linestyle() == "None" and line.get_marker() not in ("_", "|")
+              and line.get_markerfacecolor() != "none"][:2]  # the filled means
     assert points[0].get_marker() != points[1].get_marker()
     x0, x1 = (np.asarray(p.get_xdata(), float) for p in points)
     np.testing.assert_allclose(x1 / x0, DODGE)
     tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, metric="l2"), column="w1_tree")
     assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
-    assert "ultrametric tree W1 (not the ℓ2 W1) against ε n" == tree.axes[0].get_title()
+    assert tree.axes[0].get_title().startswith("ultrametric tree W1 (not the ℓ2 W1) against ε n")
     sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)
     fig = depth_plot(sweep, path=tmp_path / "depth.png")
     assert [ax.get_title() for ax in fig.axes] == [
@@ -166,3 +180,49 @@ def test_plots_write_png(tmp_path):
         "visited nodes"]
     for name in ("rate.png", "depth.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fit_weights_cells_by_precision_and_reports_the_cells():
+    # cells of unequal seeds and spread: the slope is NumPy's weighted least squares on the
+    # cell means, each weighted by seeds · mean² / variance (1 / variance of its log mean)
+    rng = np.random.default_rng(8)
+    df = _sweep(rng, seeds=60)
+    df = df[(df.n != 500) | (df.seed < 6)]  # one cell of 6 seeds: it counts less
+    r = estimate_rate(df, n_boot=100)
+    cells = df.groupby("n").w1_exact_upper
+    weights = (cells.count() * cells.mean() ** 2 / cells.var()).to_numpy()
+    expected = np.polyfit(np.log(EN), np.log(cells.mean().to_numpy()), 1, w=np.sqrt(weights))[0]
+    assert r.slope[0] == pytest.approx(expected, rel=1e-10)
+    summary = pd.DataFrame(r.attrs["cells"])
+    pd.concat([r, r])  # attrs hold records, which pandas compares when concatenating
+    assert list(summary.seeds) == [6, 60, 60, 60, 60]
+    assert summary["mean"].to_numpy() == pytest.approx(cells.mean().to_numpy())
+    assert (summary.ci_low < summary["mean"]).all() and (summary["mean"] < summary.ci_high).all()
+
+
+@pytest.mark.parametrize("column, values", [("d", [2, 3]), ("metric", ["linf", "l2"])])
+def test_rate_refuses_groups_that_pool_different_cells(column, values):
+    rng = np.random.default_rng(9)
+    df = pd.concat([_sweep(rng, extra={column: v}) for v in values], ignore_index=True)
+    with pytest.raises(ValueError, match=rf"^{column}: the rows of mechanism='m', data='x' hold 2"):
+        estimate_rate(df, n_boot=20)
+    by = ["mechanism", "data", column]  # told apart, each fitted on its own
+    assert len(estimate_rate(df, by=by, n_boot=20)) == 2
+
+
+def test_stated_intrinsic_dimension_sets_the_theory_exponent():
+    rng = np.random.default_rng(10)
+    df = _sweep(rng, mechanism="pt", extra={"kind": "privtree", "d": 6, "intrinsic_dim": 6})
+    ambient = estimate_rate(df, n_boot=20)
+    assert ambient.theory_exponent[0] == pytest.approx(-1 / 6)
+    assert ambient.exponent_dimension[0].startswith("ambient d = 6 (intrinsic dimension not "
+                                                    "stated")
+    stated = estimate_rate(df, n_boot=20, intrinsic_dim=3)
+    assert stated.theory_exponent[0] == pytest.approx(-1 / 3)  # He Thm 5.9: t = s
+    assert stated.exponent_dimension[0] == "s = 3 (stated)"
+    labels = [t.get_text() for t in rate_plot(df, rates=stated).legends[0].get_texts()]
+    assert any(t.startswith("theory (log(eps n)/(eps n))^(1/3)") for t in labels)
+    with pytest.raises(ValueError, match="intrinsic_dim: 7 exceeds"):
+        estimate_rate(df, n_boot=20, intrinsic_dim=7)
+    with pytest.raises(ValueError, match="intrinsic_dim"):
+        estimate_rate(df, n_boot=20, intrinsic_dim=0)

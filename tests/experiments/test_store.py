@@ -375,7 +375,7 @@ def test_a_crash_before_any_step_recovers_to_the_uninterrupted_table(tmp_path, m
 
 SWEEP = ["simulate", "--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300",
          "--depth", "4", "--eps", "1,2", "--data-key", "3", "--method", "bracket", "--quiet"]
-TIMING = ["seconds", "release_seconds"]
+TIMING = ["seconds", "release_seconds", "measure_seconds"]
 KILLS = int(os.environ.get("JAXSYNTH_TEST_KILLS", "3"))
 """SIGKILLs per run of the kill test (more: ``JAXSYNTH_TEST_KILLS=20``)."""
 

@@ -29,7 +29,7 @@ from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
 MECHS = [js.PMM(depth=4), js.PrunedPMM(depth=4)]  # the shapes tests/test_cli.py uses
 EPS = [1.0, 2.0]
-TIMING = ["seconds", "release_seconds"]
+TIMING = ["seconds", "release_seconds", "measure_seconds"]
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,9 @@ def test_rows_equal_release_and_w1_per_replicate(X, table):
     assert (table.n == 300).all() and (table.d == 2).all() and (table.data == "array").all()
     assert (table.intrinsic_dim == 2).all()  # arrays carry no geometry: d
     assert (table.seconds >= table.release_seconds).all() and (table.release_seconds > 0).all()
+    # release and measurement apart, per replicate: seconds is their sum
+    assert (table.measure_seconds > 0).all()
+    np.testing.assert_allclose(table.seconds, table.release_seconds + table.measure_seconds)
 
 
 def test_chunk_size_does_not_change_results(X, table):
@@ -237,7 +240,8 @@ _DEVICES_SCRIPT = textwrap.dedent(
         return out
     engine.run(plan, replicate_keys(7, 4), devices=jax.local_devices(), chunk=4, reduce=spy)
     print(json.dumps(dict(
-        two=two.drop(columns=["seconds", "release_seconds"]).to_dict("list"), shards=seen,
+        two=two.drop(columns=["seconds", "release_seconds", "measure_seconds"]).to_dict("list"),
+        shards=seen,
     )))
     """
 )

@@ -15,7 +15,7 @@ load on first use) and the README's API table.
 
 import importlib
 
-from jaxsynth.api import prepare, release, release_batch
+from jaxsynth.api import prepare, release, release_batch, release_fn
 from jaxsynth.compilation import enable_compilation_cache
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
@@ -70,6 +70,7 @@ __all__ = [
     "prepare",
     "release",
     "release_batch",
+    "release_fn",
     "simulate",
     "w1",
 ]

@@ -11,7 +11,7 @@ sharded without changing a number.
 
 This module holds ``simulate`` and its loop; the work grid (mechanisms, data sets,
 devices) is checked in ``jaxsynth.experiments.grid``, every replicate measured by
-``jaxsynth.wasserstein.evaluator.Evaluator`` and written as a row by
+``jaxsynth.wasserstein.evaluate.Evaluation`` (as ``js.w1``) and written as a row by
 ``jaxsynth.experiments.rows``.
 
 How the work is organised:
@@ -61,12 +61,12 @@ from jaxsynth.experiments import cluster, grid
 from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
-from jaxsynth.wasserstein.dispatch import METHODS
-from jaxsynth.wasserstein.evaluator import Evaluator, check_methods, check_metric
+from jaxsynth.wasserstein.evaluate import Evaluation, check_methods, check_metric
+from jaxsynth.wasserstein.registry import METHODS
 
 __all__ = ["DEFAULT_METHODS", "METHODS", "simulate"]
 
-# METHODS: the W1 methods of ``js.w1`` (``jaxsynth.wasserstein.dispatch``); ``exact`` gives
+# METHODS: the W1 methods of ``js.w1`` (``jaxsynth.wasserstein.registry``); ``exact`` gives
 # the columns ``w1_exact_lower, w1_exact_upper``, ``bracket`` the columns ``w1_lower, w1_upper``
 DEFAULT_METHODS = ("exact",)
 """The default: the ground metric's W1 between the whole data set and each release,
@@ -110,7 +110,7 @@ def simulate(
     Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
     set and ε, so its row equals ``js.release(fold_in(key, s), M, X, ε)`` measured with
     ``js.w1``, independent of chunking, device count, the other seeds and ε values of the
-    sweep, and interruptions (float32 rounding of ``js.w1``'s own batching apart).
+    sweep, and interruptions (both measure through ``wasserstein.evaluate``).
 
     Every argument is checked, every data set loaded and every mechanism planned and
     sized for memory before the first replicate is released: bad input is refused with
@@ -179,8 +179,8 @@ def simulate(
         if len(set(eps.tolist())) != len(eps):
             raise ValueError(f"eps has duplicate values: {eps.tolist()}")
         n_seeds = seed_count(seeds)
-        methods = check_methods(methods)
         metric = check_metric(metric)
+        methods = check_methods(methods, metric)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
         if memory_bytes is not None:
@@ -201,7 +201,7 @@ def simulate(
         seed_list = seed_indices(seeds).tolist()
         spec = {
             "key": key_label, "data_key": data_key, "metric": metric,
-            "w1_columns": [c for _, _, cols in methods for c in cols],
+            "w1_columns": [c for m, _ in methods for c in m.columns],
             "groups": {f"{label} | {ds.label}": {"kind": m.name, "config": repr(m)}
                        for label, m in mechs for ds in sets},
             "data": {f"{ds.label} | n={ds.n}": fp for ds in sets
@@ -220,7 +220,7 @@ def _run(team, mechs, sets, eps, seed_list, total, methods, metric, key, key_lab
     if team is not None:
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
                     "data sets": [[ds.label, ds.n] for ds in sets],
-                    "methods": repr([(m, o) for m, o, _ in methods])})
+                    "methods": repr([(m.name, o) for m, o in methods])})
     w1_columns = spec["w1_columns"]
     store = ResultStore(out, spec, w1_columns) if out is not None and writes else None
     frames = []
@@ -328,7 +328,7 @@ def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
     """
     try:
         loaded = grid.load(ds, [m for _, m in mechs], eps)
-        evaluator = Evaluator.build(loaded[0], methods, metric)
+        evaluator = Evaluation.build(loaded[0], methods, metric)
     except ValueError as exc:
         raise ValueError(f"data set {ds.label} (n = {ds.n}): {exc}") from None
     sized = {}
@@ -341,7 +341,8 @@ def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
             try:
                 plan = mech.plan(loaded[1], eps[index])
                 memory = memory_bytes or engine.device_memory(devs[0])
-                chunk = engine.chunk_size(evaluator.bytes_per_replicate(plan), 2**30, memory,
+                chunk = engine.chunk_size(evaluator.bytes_per_replicate(plan.bytes_per_replicate),
+                                          2**30, memory,
                                           devs[0].platform)
             except ValueError as exc:
                 raise ValueError(f"mechanism {label} on {ds.label} (n = {ds.n}): {exc}") from None
@@ -374,7 +375,7 @@ def _chunk(plan, evaluator, key, seeds, memory, devices, chunk):
                      chunk=chunk)
     out = jax.block_until_ready(out)
     released = time.perf_counter()
-    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
+    values = evaluator.evaluate_outputs(out, seeds)
     per = len(plan.eps) * len(seeds)
     seconds = {"seconds": (time.perf_counter() - start) / per,
                "release_seconds": (released - start) / per}

@@ -200,10 +200,16 @@ def _pad_atoms(a, size: int):
 
 @functools.partial(jax.jit, static_argnames=("grid",))
 def _assemble(parts, source, *, grid):
-    """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field."""
-    return jax.tree_util.tree_map(
-        lambda *xs: jnp.concatenate(xs)[source].reshape(grid + xs[0].shape[1:]), *parts
-    )
+    """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field; with
+    ``source`` ``None`` the chunks are already in grid order (no gather)."""
+    total = grid[0] * grid[1]
+
+    def field(*xs):
+        flat = jnp.concatenate(xs)
+        flat = flat[:total] if source is None else flat[source]
+        return flat.reshape(grid + xs[0].shape[1:])
+
+    return jax.tree_util.tree_map(field, *parts)
 
 
 def _padded_params(params: dict) -> dict:
@@ -269,7 +275,8 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
         return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
-    return _assemble(tuple(parts), source.astype(np.int32), grid=(E, S))
+    in_order = np.array_equal(source, np.arange(total))
+    return _assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S))
 
 
 def _chunks(total: int, size: int):

@@ -156,13 +156,19 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
             f"{name}.weights {weights.shape} and {name}.leaf_depth {leaf_depth.shape} must "
             f"have shape {points.shape[:-1]}"
         )
-    if not np.all(np.isfinite(points)) or points.min(initial=0) < 0 or points.max(initial=0) > 1:
-        raise ValueError(f"{name}.points must be finite and inside [0,1]^d")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError(f"{name}.weights must be finite and non-negative")
-    if weights.size == 0 or np.any(weights.sum(axis=-1) <= 0):
+    if not np.issubdtype(leaf_depth.dtype, np.integer):
+        raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
+    if weights.size == 0:
         raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
-    if not np.issubdtype(leaf_depth.dtype, np.integer) or np.any(leaf_depth < 0):
+    points_ok, weights_ok, depth_ok, totals = jax.device_get(
+        _measure_checks(points, weights, leaf_depth))
+    if not points_ok:
+        raise ValueError(f"{name}.points must be finite and inside [0,1]^d")
+    if not weights_ok:
+        raise ValueError(f"{name}.weights must be finite and non-negative")
+    if np.any(totals <= 0):
+        raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
+    if not depth_ok:
         raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
     shift = out.info.get("shift") if isinstance(out.info, dict) else None
     batch = points.shape[:-2]
@@ -174,16 +180,26 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
             )
         shift = shift.reshape(-1, d)
     m = points.shape[-2]
-    weights = weights.reshape(-1, m)
     if mass:
-        _check_mass(weights, name)
-    return points.reshape(-1, m, d), weights, leaf_depth.astype(np.int32).reshape(-1, m), shift
+        _check_mass(totals.reshape(-1), name)
+    return (points.reshape(-1, m, d), weights.reshape(-1, m),
+            leaf_depth.astype(np.int32).reshape(-1, m), shift)
 
 
-def _check_mass(weights, name: str) -> None:
+@jax.jit
+def _measure_checks(points, weights, leaf_depth):
+    """One fused pass over a measure: points finite in [0,1], weights finite and >= 0,
+    depths >= 0, and every replicate's total weight (in float32: ``MASS_TOLERANCE`` is
+    far above its rounding)."""
+    points_ok = jnp.all(jnp.isfinite(points) & (points >= 0) & (points <= 1))
+    weights_ok = jnp.all(jnp.isfinite(weights) & (weights >= 0))
+    return points_ok, weights_ok, jnp.all(leaf_depth >= 0), jnp.sum(weights, axis=-1)
+
+
+def _check_mass(totals, name: str) -> None:
     """Refuse replicates whose mass is not 1 (W1 compares probability measures; a total
     of 2, say, would be silently renormalised by some methods)."""
-    totals = np.asarray(weights, np.float64).sum(axis=-1)
+    totals = np.asarray(totals, np.float64)
     bad = np.abs(totals - 1.0) > MASS_TOLERANCE
     if bad.any():
         i = int(np.argmax(bad))

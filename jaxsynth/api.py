@@ -14,45 +14,23 @@ import numpy as np
 from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
-from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
-from jaxsynth.core.validate import check_data, check_epsilon, check_positive_int
-from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.core.measure import LEVEL_FIELDS, NotPrivateDiagnostics, SyntheticMeasure
+from jaxsynth.core.partition import GROUND_METRICS
+from jaxsynth.core.validate import (
+    check_bool,
+    check_data,
+    check_epsilon,
+    check_measurable,
+    check_mechanism,
+    check_positive_int,
+    seed_count,
+    seed_indices,
+)
 
 
 def prepare(X, depth: int) -> DataTree:
     """Sort ``X`` [n, d] once into a ``DataTree`` of ``depth`` levels, reusable by releases."""
     return DataTree.build(X, depth)
-
-
-def check_mechanism(mech, name: str = "mech"):
-    """Return ``mech`` if it is a mechanism config (a ``protocol.Mechanism``)."""
-    if isinstance(mech, type):
-        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
-                         f"instance; got the class {mech.__name__}")
-    if not isinstance(mech, Mechanism):
-        raise ValueError(
-            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
-        )
-    return mech
-
-
-def check_measurable(mech, n: int, d: int, eps) -> int:
-    """The data depth ``mech`` needs at every ε, refused if ``js.w1`` could not measure it.
-
-    The tree W1 handles codes of at most ``MAX_BITS_PER_COORDINATE`` digits per coordinate
-    (depth ``r`` in dimension ``d`` uses ``r // d + 1``); a release deeper than that is
-    refused here, before any work, rather than released and then refused by ``js.w1``.
-    """
-    from jaxsynth.wasserstein.tree import MAX_BITS_PER_COORDINATE
-
-    need = int(mech.data_depth(n, d, eps))
-    if need // d + 1 > MAX_BITS_PER_COORDINATE:
-        raise ValueError(
-            f"mech: {mech!r} needs depth {need} in d = {d} ({need // d + 1} digits per "
-            f"coordinate) but W1 is measured on trees of at most {MAX_BITS_PER_COORDINATE} "
-            f"digits per coordinate (depth <= {MAX_BITS_PER_COORDINATE * d - 1}); lower the depth"
-        )
-    return need
 
 
 def data_tree_for(mech, X, eps) -> DataTree:
@@ -62,51 +40,6 @@ def data_tree_for(mech, X, eps) -> DataTree:
         return X if X.depth >= need else DataTree.build(X.points, need)
     X = check_data(X)
     return DataTree.build(X, check_measurable(mech, X.shape[0], X.shape[1], eps))
-
-
-def seed_count(seeds) -> int:
-    """The number of seeds ``seeds`` (a count or a list) stands for, without listing them."""
-    if isinstance(seeds, range):
-        if len(seeds) == 0:
-            raise ValueError("seeds is empty")
-        if seeds.start < 0 or seeds[-1] < 0 or max(seeds[0], seeds[-1]) >= 2**32:
-            raise ValueError(f"seeds must lie in [0, 2^32); got {seeds!r}")
-        return len(seeds)
-    if isinstance(seeds, (list, tuple, np.ndarray)):
-        if isinstance(seeds, np.ndarray) and seeds.ndim != 1:
-            raise ValueError(f"seeds must be a count or a 1-D list of ints; got an array of "
-                             f"shape {seeds.shape}")
-        return len(seeds)
-    count = check_positive_int(seeds, "seeds")
-    if count > 2**32:
-        raise ValueError(f"seeds must be at most 2^32; got {count}")
-    return count
-
-
-def seed_indices(seeds) -> np.ndarray:
-    """Seed indices [S] from a count, a ``range`` or a list of distinct non-negative ints."""
-    if isinstance(seeds, range):
-        seed_count(seeds)
-        return np.arange(seeds.start, seeds.stop, seeds.step, dtype=np.int64)
-    if isinstance(seeds, (list, tuple, np.ndarray)):
-        seed_count(seeds)
-        values = list(seeds)
-        if not values:
-            raise ValueError("seeds is empty")
-        for v in values:
-            check_positive_int(v.item() if isinstance(v, np.generic) else v, "seeds", minimum=0)
-        if len(set(values)) != len(values):
-            raise ValueError("seeds has duplicate values")
-        if max(values) >= 2**32:
-            raise ValueError("seeds must be below 2^32")
-        return np.asarray(values, np.int64)
-    return np.arange(seed_count(seeds), dtype=np.int64)
-
-
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False; got {value!r}")
-    return bool(value)
 
 
 def release(key, mech, X, eps, diagnostics: bool = False):
@@ -129,14 +62,47 @@ def release(key, mech, X, eps, diagnostics: bool = False):
     eps = check_epsilon(eps)
     if eps.size != 1:
         raise ValueError("eps must be a single number for release; use release_batch for lists")
-    diagnostics = _check_flag(diagnostics, "diagnostics")
+    diagnostics = check_bool(diagnostics, "diagnostics")
     tree = data_tree_for(mech, X, eps)
     out = engine.release(mech.plan(tree, eps), raw[None], diagnostics=diagnostics)
     if diagnostics:
         measure, diag = out
+        diag = with_tree_w1(diag, tree.d)
         return measure[0, 0], NotPrivateDiagnostics(
             {k: v[0, 0] for k, v in diag.values.items()}, diag.mechanism)
     return out[0, 0]
+
+
+def release_fn(mech, X, eps):
+    """The pure per-replicate release of ``mech`` on ``X``, to ``jit``/``vmap`` yourself.
+
+    The data-dependent work (the ``DataTree``, the plan) is done here, once; the returned
+    ``fn(key, eps_index)`` releases one replicate and is a pure JAX function of its
+    arguments.  ``jax.jit(jax.vmap(fn))(keys, eps_indices)`` gives, bit for bit, the
+    measures ``release_batch`` gives for those keys (replicate ``s`` of
+    ``release_batch(key, ...)`` has the key ``jax.random.fold_in(key, s)``).
+
+    Args:
+      mech: a mechanism config.
+      X: data in [0,1]^d, or a prepared ``DataTree``.
+      eps: a number or a list of E budgets; ``eps_index`` picks one.
+
+    Returns:
+      ``fn(key, eps_index) -> SyntheticMeasure`` (unbatched; ``key`` a typed JAX key or a
+      raw ``uint32[2]`` one, ``eps_index`` an int in ``[0, E)``).
+
+    Raises:
+      ValueError: naming the argument for bad input, or ``mech`` for configurations that
+        need the host during a release (capacity reruns, PrivTree's LP reconstruction).
+
+    Example:
+      >>> fn = js.release_fn(js.PMM(depth=4), X, [0.5, 1.0])
+      >>> keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(8))
+      >>> out = jax.jit(jax.vmap(fn, in_axes=(0, None)))(keys, 1)  # 8 replicates at ε = 1
+    """
+    check_mechanism(mech)
+    eps = check_epsilon(eps)
+    return engine.replicate_fn(mech.plan(data_tree_for(mech, X, eps), eps))
 
 
 def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
@@ -150,8 +116,10 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
       eps: a number or a list of E budgets.
       seeds: a count S or a list of S seed indices (replicate keys ``fold_in(key, s)``).
       memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
-      diagnostics: also return the ``NotPrivateDiagnostics`` [E, S] (the fused tree W1
-        against the true data; Adaptive Pruned-PMM's exact selection scores and
+      diagnostics: also return the ``NotPrivateDiagnostics`` [E, S] (the kernel's level
+        statistics against the true data, ``LEVEL_FIELDS``, and the tree W1
+        ``tree_<metric>`` and its upper end ``upper_<metric>`` the tree method makes of
+        them (pass them to ``js.w1(..., levels=)``); Adaptive Pruned-PMM's exact selection scores and
         probabilities): for studying the mechanism, NOT private, never part of the release.
 
     Returns:
@@ -164,9 +132,25 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
     count = seed_count(seeds)
     if memory_bytes is not None:
         memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
-    diagnostics = _check_flag(diagnostics, "diagnostics")
+    diagnostics = check_bool(diagnostics, "diagnostics")
     tree = data_tree_for(mech, X, eps)
     plan = mech.plan(tree, eps)
     engine.check_results_fit(plan, count)  # before the seed list itself is built
-    return engine.release(plan, replicate_keys(raw, seed_indices(seeds)), memory_bytes,
-                          diagnostics)
+    out = engine.release(plan, replicate_keys(raw, seed_indices(seeds)), memory_bytes,
+                         diagnostics)
+    return (out[0], with_tree_w1(out[1], tree.d)) if diagnostics else out
+
+
+def with_tree_w1(diag: NotPrivateDiagnostics, d: int) -> NotPrivateDiagnostics:
+    """``diag`` with ``tree_<metric>`` and ``upper_<metric>`` for every ground metric: the
+    tree W1 and its upper end the tree method reads from the level statistics (NOT
+    PRIVATE, like them; the numbers ``simulate`` and ``js.w1(..., levels=diag)`` give
+    before their rounding margins)."""
+    from jaxsynth.wasserstein.tree import levels_w1
+
+    if LEVEL_FIELDS[0] not in diag.values:
+        return diag
+    values = dict(diag.values)
+    for metric in GROUND_METRICS:
+        values[f"tree_{metric}"], values[f"upper_{metric}"] = levels_w1(values, d, metric)
+    return NotPrivateDiagnostics(values, diag.mechanism)

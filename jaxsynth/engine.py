@@ -2,30 +2,20 @@
 
 A mechanism config (``jaxsynth.mechanisms``) turns a data tree and a list of budgets into
 a ``Plan``: a pure per-replicate kernel, its static options (shapes, flags; hashable), the
-per-ε arrays it reads (scales, depths, ...) and the arrays every replicate shares (the
-data tree).  ``run`` executes a plan for any number of replicate keys:
+per-ε arrays it reads and the arrays every replicate shares (the data tree).  ``run``
+executes a plan for any number of replicate keys: the flat grid ε × seeds, vmapped in
+chunks of one fixed size (``chunk_size``: the plan's memory model on this device), the
+kernel jitted at this one boundary (``_run_chunk``; with the cache on, its traced
+programs on disk), each chunk sharded over the devices given; ``release`` wraps the
+results in one ``SyntheticMeasure``, and ``replicate_fn`` gives the pure per-replicate
+release to jit and vmap by hand.
 
-* replicates are the flat grid ε × seeds (``ε``-major), each with its own key and ε index;
-* they are vmapped in chunks of one fixed size ``C`` (``chunk_size``: the memory model of
-  the plan on this device, or the next power of two of the grid when smaller), the last
-  chunk padded, so a plan compiles once per ``C`` — a new ε list or seed count reuses it;
-* the kernel is jitted at this one boundary (``_run_chunk``, a module-level function whose
-  static arguments are the kernel and its options), so compilations are cached by JAX,
-  and, with the cache on, its traced programs on disk (``compilation.exported_jit``);
-* with several devices, each chunk's replicates are sharded over them (a one-axis mesh;
-  jit partitions the vmapped kernel, computation following the data);
-* results stay on the device; ``release`` wraps them in one ``SyntheticMeasure``.
-
-A plan may give an ``order`` function, a cheap per-replicate cost (e.g. the depth Adaptive
-Pruned-PMM selects): replicates are then chunked in cost order and put back afterwards,
-so a chunk's loops run to similar depths.  Kernels that can overflow a capacity report
-``overflow``; those replicates are rerun with the plan's ``retry`` options (node noise
-depends only on the node, so a rerun releases the same measure).  A plan may also
-``shrink`` its capacity: the first chunk runs with the plan's (safe) capacity and reports
-the slots it ``needed``; the other chunks run with a capacity fitted to that, and any
-replicate that overflows it is rerun with the safe one.  Per-replicate buffers are then
-sized by the work, not the worst case.  Since every replicate depends only on its key,
-nothing depends on chunk size, order, capacity or device count.
+A plan may give an ``order`` (a cheap per-replicate cost: chunks then run in cost
+order), ``retry`` (more capacity for replicates that report ``overflow``; node noise
+depends only on the node, so a rerun releases the same measure) and ``shrink`` (a
+capacity fitted to what the first chunk ``needed``, overflows rerun with the safe one).
+Since every replicate depends only on its key, nothing depends on chunk size, order,
+capacity or device count.
 """
 
 from __future__ import annotations
@@ -82,7 +72,8 @@ class Plan:
       atom_fields: per-atom fields besides ``ATOMS`` (e.g. PrivTree's ``noisy_mass``).
       info: per-ε public host arrays [E, ...] added to ``out.info``.
       diagnostic_fields: per-replicate statistics the kernel computes against the *true
-        data* (the fused tree W1): NOT private, never in the released measure
+        data* (the level statistics ``measure.LEVEL_FIELDS``): NOT private, never in the
+        released measure
         (``NotPrivateDiagnostics``).
       diagnostics: per-ε host arrays [E, ...] computed from the true data (e.g. exact
         selection scores): NOT private, like ``diagnostic_fields``.
@@ -209,10 +200,16 @@ def _pad_atoms(a, size: int):
 
 @functools.partial(jax.jit, static_argnames=("grid",))
 def _assemble(parts, source, *, grid):
-    """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field."""
-    return jax.tree_util.tree_map(
-        lambda *xs: jnp.concatenate(xs)[source].reshape(grid + xs[0].shape[1:]), *parts
-    )
+    """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field; with
+    ``source`` ``None`` the chunks are already in grid order (no gather)."""
+    total = grid[0] * grid[1]
+
+    def field(*xs):
+        flat = jnp.concatenate(xs)
+        flat = flat[:total] if source is None else flat[source]
+        return flat.reshape(grid + xs[0].shape[1:])
+
+    return jax.tree_util.tree_map(field, *parts)
 
 
 def _padded_params(params: dict) -> dict:
@@ -278,7 +275,8 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
         return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
-    return _assemble(tuple(parts), source.astype(np.int32), grid=(E, S))
+    in_order = np.array_equal(source, np.arange(total))
+    return _assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S))
 
 
 def _chunks(total: int, size: int):
@@ -338,6 +336,55 @@ def _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source):
         source[bad] = done + np.arange(bad.size)
 
 
+def replicate_fn(plan: Plan) -> Callable:
+    """The pure release of one replicate of ``plan``: ``fn(key, eps_index) -> SyntheticMeasure``.
+
+    ``key`` is a raw ``uint32[2]`` or typed JAX key, ``eps_index`` an int index into
+    ``plan.eps``; the result is the unbatched measure ``release`` gives that replicate
+    (the kernel under a one-replicate ``vmap``, so the user may ``jit``/``vmap`` it).
+
+    Raises:
+      ValueError: naming ``mech`` for plans that may need the host between or after
+        kernel calls (a capacity that can overflow and is rerun with ``retry``, a
+        ``finish`` post-processing): use ``release_batch`` for those.
+    """
+    if plan.finish is not None or not _capacity_is_safe(plan):
+        raise ValueError(f"mech: a {plan.mechanism} release may overflow its capacity (rerun "
+                         "with more) or be finished on the host; use release_batch")
+    fields = plan.fields(atoms=True)
+    params = jax.tree_util.tree_map(jnp.asarray, plan.params)
+    info = {k: jnp.asarray(_public(v)) for k, v in plan.info.items()}
+    budget = {k: jnp.asarray(_public(v)) for k, v in plan.budget.items()}
+
+    def fn(key, eps_index):
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.key_data(key)
+        token = jnp.asarray(eps_index) >= 0  # runtime-true, as the engine's token
+        one = jax.tree_util.tree_map(lambda a: a[eps_index][None], params)
+        out = jax.vmap(lambda k, p: plan.kernel(plan.static, k, p, plan.shared, token),
+                       axis_name=REPLICATES)(key[None].astype(jnp.uint32), one)
+        out = {f: out[f][0] for f in fields}
+        return SyntheticMeasure(
+            points=out["points"], weights=out["weights"], leaf_depth=out["leaf_depth"],
+            size=out["size"], visited=out["visited"], leaves=out["leaves"],
+            depth=out["depth"], budget={k: v[eps_index] for k, v in budget.items()},
+            info={**{k: out[k] for k in plan.info_fields + plan.atom_fields},
+                  **{k: v[eps_index] for k, v in info.items()}},
+            adjacency=plan.adjacency, mechanism=plan.mechanism)
+
+    return fn
+
+
+def _capacity_is_safe(plan: Plan) -> bool:
+    """Whether ``plan.static`` never overflows: no ``retry``, or ``retry`` gives it back."""
+    if plan.retry is None:
+        return True
+    try:
+        return plan.retry(plan.static) == plan.static
+    except ValueError:  # a fixed capacity that cannot grow
+        return False
+
+
 def release(plan: Plan, keys, memory_bytes: int | None = None, diagnostics: bool = False):
     """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``; with
     ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``."""
@@ -346,10 +393,16 @@ def release(plan: Plan, keys, memory_bytes: int | None = None, diagnostics: bool
     return (result, not_private_diagnostics(plan, out)) if diagnostics else result
 
 
+def _public(a) -> np.ndarray:
+    """A per-ε host array as the measure holds it (32-bit floats and ints)."""
+    a = np.asarray(a)
+    return a.astype(np.float32 if a.dtype.kind == "f" else np.int32 if a.dtype.kind in "iu"
+                    else a.dtype)
+
+
 def _per_eps(a, grid: tuple):
     """A small per-ε host array [E, ...] broadcast over seeds to [E, S, ...] (32-bit)."""
-    a = np.asarray(a)
-    a = a.astype(np.float32 if a.dtype.kind == "f" else np.int32 if a.dtype.kind in "iu" else a.dtype)
+    a = _public(a)
     return jax.device_put(np.ascontiguousarray(
         np.broadcast_to(a.reshape(a.shape[:1] + (1,) + a.shape[1:]), grid + a.shape[1:])
     ))

@@ -158,9 +158,14 @@ API = [
      lambda: rate_plot(_table(), path="/nonexistent/dir/rate.png"), "does not exist"),
     ("rate_plot path suffix", lambda: rate_plot(_table(), path="rate.txt"), "path must end in"),
     ("depth_plot df=None", lambda: depth_plot(None), "df must be a pandas DataFrame"),
-    # js.w1 options (0 directions is valid: the coordinate axes alone, the linf default)
+    # js.w1 options (n_directions counts random directions beyond the axes: 0 given
+    # explicitly is refused, the default is named by omitting it)
     ("w1 bracket n_directions=-1", lambda: js.w1(X, _out(), "bracket", n_directions=-1),
-     "n_directions must be >= 0"),
+     "n_directions must be >= 1"),
+    ("w1 bracket n_directions=0", lambda: js.w1(X, _out(), "bracket", n_directions=0),
+     "n_directions must be >= 1"),
+    ("w1 sinkhorn unknown option", lambda: js.w1(X, _out(), "sinkhorn", tolerance=0.1),
+     r"unknown option(s) \['tolerance'\] for method='sinkhorn'; accepted: \['batch_size', "),
     ("w1 bracket n_directions=1.5", lambda: js.w1(X, _out(), "bracket", n_directions=1.5),
      "n_directions must be an integer"),
     ("w1 bracket n_directions=True", lambda: js.w1(X, _out(), "bracket", n_directions=True),

@@ -6,6 +6,10 @@ shapes static).  Every atom lies strictly inside its leaf cell, whose level is
 ``leaf_depth`` [..., M]; the tree metric of the partition (``jaxsynth.wasserstein``)
 reads it.  Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes
 from the batched entry point.  Arrays stay on the device that released them.
+
+``check_measure`` is the one validation of a measure against data, ``canonical_order``
+the one canonical order of its atoms, and ``LEVEL_FIELDS`` the metric-free level
+statistics a release kernel can report against the true data (NOT PRIVATE).
 """
 
 from __future__ import annotations
@@ -14,7 +18,19 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+MASS_TOLERANCE = 1e-4
+"""Largest ``|Σ weights − 1|`` of a replicate accepted as a probability measure."""
+MAX_BITS_PER_COORDINATE = 100
+"""Partition digits per coordinate a measure's leaves may use (float32 ``x·2^k`` must
+not overflow when the tree W1 computes their Morton codes)."""
+LEVEL_FIELDS = ("level_gap", "leaf_mass")
+"""NOT PRIVATE level statistics [..., L+1] a kernel reports against the true data:
+``level_gap[j] = Σ_{θ at level j} |μ(θ) − ν(θ)|`` (0 at the root) and ``leaf_mass[j]``,
+the data plus synthetic mass in leaves at level ``j``; both scaled by 2 on a shifted
+partition.  Metric-free: the W1 methods weigh them (``jaxsynth.wasserstein``)."""
 
 
 @jax.tree_util.register_dataclass
@@ -104,3 +120,113 @@ class NotPrivateDiagnostics:
 
     def keys(self):
         return self.values.keys()
+
+
+def check_measure(out, d: int, name: str = "out", mass: bool = False):
+    """Validate a ``SyntheticMeasure`` against data of dimension ``d`` (host, once).
+
+    Args:
+      out: the measure, batch shape [...], atoms [..., M].
+      d: the data dimension.
+      name: the argument's name in messages.
+      mass: also require every replicate's weights to sum to 1 within ``MASS_TOLERANCE``.
+
+    Returns:
+      ``(points [B, M, d] float32, weights [B, M] float32, leaf_depth [B, M] int32,
+      shift [B, d] float32 or None)`` NumPy arrays, batch axes flattened to ``B``.
+
+    Raises:
+      ValueError: naming ``name`` for a non-measure, wrong shapes, points outside the
+        cube, negative or non-finite weights, an empty replicate, negative depths, a bad
+        ``info["shift"]``, or (``mass``) a replicate whose mass is not 1.
+    """
+    if not isinstance(out, SyntheticMeasure):
+        raise ValueError(  # noqa: TRY004 (bad input is a ValueError naming the argument)
+            f"{name} must be a jaxsynth.SyntheticMeasure; got {type(out).__name__}"
+        )
+    points = np.asarray(out.points, np.float32)
+    weights = np.asarray(out.weights, np.float32)
+    leaf_depth = np.asarray(out.leaf_depth)
+    if points.ndim < 2 or points.shape[-1] != d:
+        raise ValueError(
+            f"{name}.points must have shape (..., M, {d}) to match X; got {points.shape}"
+        )
+    if weights.shape != points.shape[:-1] or leaf_depth.shape != weights.shape:
+        raise ValueError(
+            f"{name}.weights {weights.shape} and {name}.leaf_depth {leaf_depth.shape} must "
+            f"have shape {points.shape[:-1]}"
+        )
+    if not np.issubdtype(leaf_depth.dtype, np.integer):
+        raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
+    if weights.size == 0:
+        raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
+    points_ok, weights_ok, depth_ok, totals = jax.device_get(
+        _measure_checks(points, weights, leaf_depth))
+    if not points_ok:
+        raise ValueError(f"{name}.points must be finite and inside [0,1]^d")
+    if not weights_ok:
+        raise ValueError(f"{name}.weights must be finite and non-negative")
+    if np.any(totals <= 0):
+        raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
+    if not depth_ok:
+        raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
+    shift = out.info.get("shift") if isinstance(out.info, dict) else None
+    batch = points.shape[:-2]
+    if shift is not None:
+        shift = np.asarray(shift, np.float32)
+        if shift.shape != batch + (d,) or not np.all((shift >= 0) & (shift <= 1)):
+            raise ValueError(
+                f"{name}.info['shift'] must have shape {batch + (d,)} with values in [0, 1]"
+            )
+        shift = shift.reshape(-1, d)
+    m = points.shape[-2]
+    if mass:
+        _check_mass(totals.reshape(-1), name)
+    return (points.reshape(-1, m, d), weights.reshape(-1, m),
+            leaf_depth.astype(np.int32).reshape(-1, m), shift)
+
+
+@jax.jit
+def _measure_checks(points, weights, leaf_depth):
+    """One fused pass over a measure: points finite in [0,1], weights finite and >= 0,
+    depths >= 0, and every replicate's total weight (in float32: ``MASS_TOLERANCE`` is
+    far above its rounding)."""
+    points_ok = jnp.all(jnp.isfinite(points) & (points >= 0) & (points <= 1))
+    weights_ok = jnp.all(jnp.isfinite(weights) & (weights >= 0))
+    return points_ok, weights_ok, jnp.all(leaf_depth >= 0), jnp.sum(weights, axis=-1)
+
+
+def _check_mass(totals, name: str) -> None:
+    """Refuse replicates whose mass is not 1 (W1 compares probability measures; a total
+    of 2, say, would be silently renormalised by some methods)."""
+    totals = np.asarray(totals, np.float64)
+    bad = np.abs(totals - 1.0) > MASS_TOLERANCE
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"{name}.weights must sum to 1 in every replicate (a probability measure); "
+            f"{int(bad.sum())} replicate(s) do not (flat batch index {i} sums to "
+            f"{totals[i]:.6g})"
+        )
+
+
+@jax.jit
+def canonical_order(points, weights):
+    """Every replicate's atoms in the canonical order, and its positive-atom count.
+
+    Positive atoms first, sorted by coordinates (last coordinate most significant) then
+    weight; zero-weight atoms after them.  A replicate's order then depends on its atoms
+    alone, not on the capacity or the batch it was released in.  Exact (a sort, gathers).
+
+    Args:
+      points: [B, M, d] atoms; weights: [B, M].
+
+    Returns:
+      ``(points [B, M, d], weights [B, M], counts [B] int32)``.
+    """
+    keep = weights > 0
+    keys = (weights,) + tuple(points[..., k] for k in reversed(range(points.shape[-1])))
+    order = jnp.lexsort(keys + (~keep,), axis=-1)
+    points = jnp.take_along_axis(points, order[..., None], axis=1)
+    weights = jnp.take_along_axis(weights, order, axis=1)
+    return points, weights, jnp.sum(keep, axis=1, dtype=jnp.int32)

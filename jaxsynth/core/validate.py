@@ -256,3 +256,79 @@ def _size(nbytes: float) -> str:
         if nbytes >= scale:
             return f"{nbytes / scale:.1f} {unit}"
     return f"{int(nbytes)} bytes"
+
+
+def check_mechanism(mech, name: str = "mech"):
+    """Return ``mech`` if it is a mechanism config (a ``protocol.Mechanism``).
+
+    Raises:
+      ValueError: naming ``name`` for a class or anything that is not a config.
+    """
+    from jaxsynth.mechanisms.protocol import Mechanism  # mechanisms build on core
+
+    if isinstance(mech, type):
+        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
+                         f"instance; got the class {mech.__name__}")
+    if not isinstance(mech, Mechanism):
+        raise ValueError(
+            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
+        )
+    return mech
+
+
+def check_measurable(mech, n: int, d: int, eps) -> int:
+    """The data depth ``mech`` needs at every ε, refused if ``js.w1`` could not measure it.
+
+    The tree W1 handles codes of at most ``MAX_BITS_PER_COORDINATE`` digits per coordinate
+    (depth ``r`` in dimension ``d`` uses ``r // d + 1``); a release deeper than that is
+    refused here, before any work, rather than released and then refused by ``js.w1``.
+    """
+    from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE
+
+    need = int(mech.data_depth(n, d, eps))
+    if need // d + 1 > MAX_BITS_PER_COORDINATE:
+        raise ValueError(
+            f"mech: {mech!r} needs depth {need} in d = {d} ({need // d + 1} digits per "
+            f"coordinate) but W1 is measured on trees of at most {MAX_BITS_PER_COORDINATE} "
+            f"digits per coordinate (depth <= {MAX_BITS_PER_COORDINATE * d - 1}); lower the depth"
+        )
+    return need
+
+
+def seed_count(seeds) -> int:
+    """The number of seeds ``seeds`` (a count or a list) stands for, without listing them."""
+    if isinstance(seeds, range):
+        if len(seeds) == 0:
+            raise ValueError("seeds is empty")
+        if seeds.start < 0 or seeds[-1] < 0 or max(seeds[0], seeds[-1]) >= 2**32:
+            raise ValueError(f"seeds must lie in [0, 2^32); got {seeds!r}")
+        return len(seeds)
+    if isinstance(seeds, (list, tuple, np.ndarray)):
+        if isinstance(seeds, np.ndarray) and seeds.ndim != 1:
+            raise ValueError(f"seeds must be a count or a 1-D list of ints; got an array of "
+                             f"shape {seeds.shape}")
+        return len(seeds)
+    count = check_positive_int(seeds, "seeds")
+    if count > 2**32:
+        raise ValueError(f"seeds must be at most 2^32; got {count}")
+    return count
+
+
+def seed_indices(seeds) -> np.ndarray:
+    """Seed indices [S] from a count, a ``range`` or a list of distinct non-negative ints."""
+    if isinstance(seeds, range):
+        seed_count(seeds)
+        return np.arange(seeds.start, seeds.stop, seeds.step, dtype=np.int64)
+    if isinstance(seeds, (list, tuple, np.ndarray)):
+        seed_count(seeds)
+        values = list(seeds)
+        if not values:
+            raise ValueError("seeds is empty")
+        for v in values:
+            check_positive_int(v.item() if isinstance(v, np.generic) else v, "seeds", minimum=0)
+        if len(set(values)) != len(values):
+            raise ValueError("seeds has duplicate values")
+        if max(values) >= 2**32:
+            raise ValueError("seeds must be below 2^32")
+        return np.asarray(values, np.int64)
+    return np.arange(seed_count(seeds), dtype=np.int64)

@@ -11,7 +11,7 @@ resumed, sharded and run to a stated precision without changing a number.
 
 This module holds ``simulate``, its loop and its rounds; the work grid is checked in
 ``jaxsynth.experiments.grid``, every replicate measured by
-``jaxsynth.wasserstein.evaluator.Evaluator``, written as a row by
+``jaxsynth.wasserstein.evaluate.Evaluation`` (as ``js.w1``), written as a row by
 ``jaxsynth.experiments.rows`` into a ``ResultStore`` (``jaxsynth.experiments.store``),
 its cost estimated by ``jaxsynth.experiments.cost`` and its cells summarized by
 ``jaxsynth.experiments.summary``.  How the work is organised (once per data set, once per
@@ -49,12 +49,13 @@ from jaxsynth.experiments import store as result_store
 from jaxsynth.experiments.rows import replicate_rows
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
 from jaxsynth.experiments.summary import next_target, summarize
-from jaxsynth.wasserstein.dispatch import METHODS
-from jaxsynth.wasserstein.evaluator import MEASURE_BLOCK, Evaluator, check_methods, check_metric
+from jaxsynth.wasserstein.evaluate import Evaluation, check_methods, check_metric
+from jaxsynth.wasserstein.method import BLOCK
+from jaxsynth.wasserstein.registry import METHODS
 
 __all__ = ["DEFAULT_METHODS", "METHODS", "simulate"]
 
-# METHODS: the W1 methods of ``js.w1`` (``jaxsynth.wasserstein.dispatch``); ``exact`` gives
+# METHODS: the W1 methods of ``js.w1`` (``jaxsynth.wasserstein.registry``); ``exact`` gives
 # the columns ``w1_exact_lower, w1_exact_upper``, ``bracket`` the columns ``w1_lower, w1_upper``
 DEFAULT_METHODS = ("exact",)
 """The default: the ground metric's W1 between the whole data set and each release,
@@ -75,9 +76,9 @@ DEFAULT_SEEDS = 100
 FIRST_ROUND = 16
 """Seeds of every cell's first round under ``precision`` when ``seeds`` is not given: few
 enough to be cheap, enough for a first estimate of the spread."""
-MEASURE_BATCH = max(MEASURE_BLOCK, 2 * (os.cpu_count() or 1))
+MEASURE_BATCH = max(BLOCK, 2 * (os.cpu_count() or 1))
 """Replicates measured together (the exact W1 solves them in parallel threads, the
-atom-based methods in blocks of ``MEASURE_BLOCK``): the progress bar and
+atom-based methods in blocks of ``jaxsynth.wasserstein.method.BLOCK``): the progress bar and
 ``measure_seconds`` advance batch by batch."""
 PREFLIGHT_CACHE_BYTES = 512 * 2**20
 """Data sets loaded by the pre-flight checks are kept for the run up to this many bytes."""
@@ -111,7 +112,7 @@ def simulate(
     Replicate ``s`` uses the key ``jax.random.fold_in(key, s)`` for every mechanism, data
     set and ε, so its row equals ``js.release(fold_in(key, s), M, X, ε)`` measured with
     ``js.w1``, independent of chunking, device count, the other seeds and ε values of the
-    sweep, and interruptions (float32 rounding of ``js.w1``'s own batching apart).
+    sweep, and interruptions (both measure through ``wasserstein.evaluate``).
 
     Every argument is checked, every data set loaded and every mechanism planned and
     sized for memory before the first replicate is released: bad input is refused with
@@ -217,16 +218,16 @@ def simulate(
             raise ValueError("max_seeds goes with precision (the seeds of a fixed sweep: seeds)")
         seeds = DEFAULT_SEEDS if seeds is None else seeds
         n_seeds = seed_count(seeds) if precision is None else max_seeds
-        methods = check_methods(methods)
         check_str(precision_column, "precision_column")
         metric = check_metric(metric)
+        methods = check_methods(methods, metric)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
         check_bool(dry_run, "dry_run")
         if memory_bytes is not None:
             memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
         data_key = check_positive_int(data_key, "data_key", minimum=0)
-        w1_columns = [c for _, _, cols in methods for c in cols]
+        w1_columns = [c for m, _ in methods for c in m.columns]
         if precision is not None and precision_column not in w1_columns:
             raise ValueError(f"precision_column: {precision_column!r} is not a column of the "
                              f"sweep's methods ({', '.join(w1_columns)})")
@@ -343,7 +344,7 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
                     "out": None if out is None else str(out),
                     "data sets": [[ds.label, ds.n] for ds in sets],
-                    "methods": repr([(m, o) for m, o, _ in methods])})
+                    "methods": repr([(m.name, o) for m, o in methods])})
     w1_columns = spec["w1_columns"]
     store = ResultStore(out, spec, w1_columns) if out is not None and writes and not dry_run \
         else None
@@ -488,7 +489,7 @@ def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
     """
     try:
         loaded = grid.load(ds, [m for _, m in mechs], eps)
-        evaluator = Evaluator.build(loaded[0], methods, metric)
+        evaluator = Evaluation.build(loaded[0], methods, metric)
     except ValueError as exc:
         raise ValueError(f"data set {ds.label} (n = {ds.n}): {exc}") from None
     sized = {}
@@ -501,7 +502,8 @@ def _prepare(ds, mechs, todo, eps, methods, metric, memory_bytes, devs):
             try:
                 plan = mech.plan(loaded[1], eps[index])
                 memory = memory_bytes or engine.device_memory(devs[0])
-                chunk = engine.chunk_size(evaluator.bytes_per_replicate(plan), 2**30, memory,
+                chunk = engine.chunk_size(evaluator.bytes_per_replicate(plan.bytes_per_replicate),
+                                          2**30, memory,
                                           devs[0].platform)
             except ValueError as exc:
                 raise ValueError(f"mechanism {label} on {ds.label} (n = {ds.n}): {exc}") from None
@@ -548,8 +550,8 @@ def _chunk(plan, evaluator, key, seeds, memory, devices, chunk, advance=None, ba
         for a in range(0, S, MEASURE_BATCH)[:batches]:
             b = min(a + MEASURE_BATCH, S)
             begin = time.perf_counter()
-            part = _measure(evaluator, jax.tree.map(lambda v, e=e, a=a, b=b: v[e:e + 1, a:b],
-                                                    out), seeds[a:b])
+            block = jax.tree.map(lambda v, e=e, a=a, b=b: v[e:e + 1, a:b], out)
+            part = evaluator.evaluate_outputs(block, seeds[a:b])
             measured[e, a:b] = (time.perf_counter() - begin) / (b - a)
             for name, v in part.items():
                 values.setdefault(name, np.empty((E, S)))[e, a:b] = np.asarray(v).reshape(-1)
@@ -559,9 +561,3 @@ def _chunk(plan, evaluator, key, seeds, memory, devices, chunk, advance=None, ba
     seconds = {"seconds": release + measured, "release_seconds": release,
                "measure_seconds": measured}
     return out, values, seconds
-
-
-def _measure(evaluator, out, seeds) -> dict:
-    """The W1 values [E, S] of engine outputs ``out`` (replicates of ``seeds``)."""
-    values = evaluator.host_values(evaluator.device_values(out), out, seeds)
-    return values

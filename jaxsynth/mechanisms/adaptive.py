@@ -27,6 +27,7 @@ from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.frontier import path_words
+from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import (
     check_choice,
     check_epsilon,
@@ -42,7 +43,6 @@ from jaxsynth.mechanisms.pmm import (
     sparse_capacity,
 )
 from jaxsynth.mechanisms.protocol import Mechanism
-from jaxsynth.wasserstein.tree import FUSED_FIELDS, fused_tables
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -441,7 +441,7 @@ class AdaptivePrunedPMM(Mechanism):
             kernel=adaptive_kernel,
             static=static,
             params=params,
-            shared={"tree": tree.device, **fused_tables(R, tree.d)},
+            shared={"tree": tree.device},
             eps=eps,
             budget={"epsilon": eps, "eps_sel": eps_sel, "eps_main": eps_main},
             adjacency="replacement",
@@ -449,7 +449,7 @@ class AdaptivePrunedPMM(Mechanism):
             atom_bytes=4 * capacity * (tree.d + 2),
             info_fields=("selected",),
             info={"candidate_depths": stacked["depths"], "candidate_s": stacked["s"]},
-            diagnostic_fields=FUSED_FIELDS,
+            diagnostic_fields=LEVEL_FIELDS,
             diagnostics={"probabilities": stacked["probabilities"], "scores": stacked["scores"],
                          "sensitivity": stacked["sensitivity"]},
             order=_selected_depth,

@@ -24,6 +24,7 @@ from jaxsynth import engine
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import capacity_bucket, path_words
 from jaxsynth.core.noise import SATURATION
+from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import (
     check_choice,
     check_fits,
@@ -32,7 +33,6 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.mechanisms import pmm_kernels, schedules
 from jaxsynth.mechanisms.protocol import Mechanism
-from jaxsynth.wasserstein.tree import FUSED_FIELDS, fused_tables
 
 PLACEMENTS = ("center", "uniform")
 ENGINES = ("auto", "sparse", "dense")
@@ -153,8 +153,8 @@ class _PMMFamily(Mechanism):
         """Indices of ``eps`` that run on the engine each of them gets alone, in groups.
 
         A plan runs every ε on the engine its deepest ε picks (``PrunedPMM(engine='auto')``:
-        dense while ``2^r ≤ 2n``).  Both engines release the same measure, but the fused
-        tree W1 sums in each engine's own order, so its float32 value moves in the last bit
+        dense while ``2^r ≤ 2n``).  Both engines release the same measure, but the level
+        statistics sum in each engine's own order, so its float32 value moves in the last bit
         between them; ``simulate`` plans each group apart, so a replicate's numbers do not
         depend on the other budgets of the sweep.
         """
@@ -215,7 +215,7 @@ class _PMMFamily(Mechanism):
             adjacency=self._adjacency_label(),
             bytes_per_replicate=per_replicate + atoms,
             atom_bytes=atoms,
-            diagnostic_fields=FUSED_FIELDS,
+            diagnostic_fields=LEVEL_FIELDS,
             order=_by_depth if len(set(depths.tolist())) > 1 else None,
             **(sparse_capacity(static) if kind == "sparse" else {}),
         )
@@ -236,7 +236,7 @@ class _PMMFamily(Mechanism):
             ("planar_counts", R, static.piece),
             lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
         )
-        shared = {"counts": counts, **fused_tables(R, tree.d)}
+        shared = {"counts": counts}
         return pmm_kernels.dense_kernel, static, shared, per_replicate
 
     def _sparse(self, tree: DataTree, R: int, capacity: int, points: int):
@@ -244,7 +244,7 @@ class _PMMFamily(Mechanism):
         static = pmm_kernels.SparseStatic(
             max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points
         )
-        shared = {"tree": tree.device, **fused_tables(R, tree.d)}
+        shared = {"tree": tree.device}
         words = 5 + path_words(R)
         slots = (capacity + capacity // 2 + 2 * P) + 2 * (capacity // 2 + 2 * P)
         per_replicate = 4 * words * slots + 4 * capacity * tree.d

@@ -5,17 +5,17 @@ Data", COLT 2023) and Pruned-PMM as in Zare Moayedi, Asadi, Yassaee, Aminian,
 "Geometry-Adaptive Mechanisms for Private Synthetic Data" (arXiv 2609.33363) §3, §4.1,
 §A.2.  Both kernels draw a node's noise from its parent's expansion block
 (``jaxsynth.core.keys``), so when they visit the same nodes they release the same
-measure, whatever the engine, batch or chunk.  Both compute the exact tree-metric W1 of
-their release against the data while they descend (``jaxsynth.wasserstein.tree``):
-for the complete depth-``r`` tree of the partition,
+measure, whatever the engine, batch or chunk.  While they descend, both sum the
+metric-free level statistics of their release against the data (NOT PRIVATE,
+``core.measure.LEVEL_FIELDS``): for the complete depth-``r`` tree of the partition,
 
-    W_T = Σ_{j=1..r} w_j Σ_{cells c at level j} |μ(c) − ν(c)|,
+    level_gap[j] = Σ_{cells c at level j} |μ(c) − ν(c)|,
 
 with ``μ(c) = n_c/n`` and ``ν(c) = m_c/m`` the node's corrected mass (consistency makes
 it the synthetic mass of the cell); cells outside the pruned tree have ``ν = 0`` and
 contribute their data mass, which the sparse kernel accumulates as the data mass of the
-pruned subtrees (a sum of non-negative terms, no cancellation).  ``upper = W_T +
-diam(r)`` bounds W1 in the ground metric (``jaxsynth.wasserstein.tree``).
+pruned subtrees (a sum of non-negative terms, no cancellation); every leaf is at level
+``r`` (``leaf_mass[r] = 2``).  The tree W1 method weighs them into the tree W1.
 
 Kernels run under ``jax.vmap`` with axis ``frontier.REPLICATES`` (``jaxsynth.engine``);
 ``depth`` is traced, so replicates of different depths share one compilation.
@@ -34,9 +34,12 @@ from jaxsynth.core import keys as K
 from jaxsynth.core import noise
 from jaxsynth.core.consistency import RULES, zero_respecting_split
 from jaxsynth.core.descent import child_boundary
-from jaxsynth.wasserstein.tree import fused_outputs
 
-"""Outputs ``tree_<metric>`` (exact tree W1) and ``upper_<metric>`` (+ the leaf diameter)."""
+
+def level_statistics(gaps, depth) -> dict:
+    """NOT PRIVATE ``LEVEL_FIELDS`` of a balanced release of ``depth``: the per-level
+    gaps [R+1] summed by the kernel, and data plus synthetic mass 2 at level ``depth``."""
+    return {"level_gap": gaps, "leaf_mass": jnp.zeros_like(gaps).at[depth].set(2.0)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +163,7 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
       key: raw replicate key [2].
       params: ``inv_sigma`` [R] (``1/σ_j`` of levels ``1..R``), ``inv_sigma0``, ``depth``.
       shared: ``counts`` (flat planar counts, ``DataTree.planar_counts(R)``),
-        ``weights`` and ``diameters`` [2, R+1] (edge weights, cell diameters per metric).
+        and nothing else.
       token: runtime-true flag (``frontier.barrier``).
 
     Returns:
@@ -182,7 +185,7 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     nodes = (2 << R) - 1  # transcript slots (planar order); its scratch follows them
 
     def level(j, src, dst, carry):
-        w1, active = carry[:2]
+        gaps, active = carry[:2]
         live = j < depth
         width = jnp.left_shift(1, j)
         base = 2 * width - 1  # planar offset of level j + 1 in the flat counts
@@ -225,14 +228,14 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
             0, n_pieces, piece, (dst, jnp.float32(0.0), active) + tuple(carry[2:])
         )
         dst, term, active = out[:3]
-        return dst, (w1 + shared["weights"][:, jnp.minimum(j + 1, R)] * term, active) + out[3:]
+        return dst, (gaps.at[jnp.minimum(j + 1, R)].add(term), active) + out[3:]
 
-    init = (jnp.zeros(2, jnp.float32), jnp.int32(0))
+    init = (jnp.zeros(R + 1, jnp.float32), jnp.int32(0))
     if static.transcript:
         root = root_count(key, n, params["inv_sigma0"], noisy)
         init += (jnp.zeros(nodes + 2 * P, jnp.int32).at[0].set(root),)
     a, b, carry = frontier.level_pairs(R, level, a, jnp.zeros_like(a), init)
-    w1, active = carry[:2]
+    gaps, active = carry[:2]
     index = jnp.arange(1 << R, dtype=jnp.int32)
     leaf_mass = frontier.final(a, b, depth)[: 1 << R]
     leaf_mass = jnp.where(index < jnp.left_shift(1, depth), leaf_mass, 0)
@@ -242,7 +245,7 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
         visited = jnp.left_shift(2, depth) - 1
     out = {
         "size": m, "visited": visited, "leaves": jnp.sum(leaf_mass > 0, dtype=jnp.int32),
-        "depth": depth, **fused_outputs(w1, shared["diameters"][:, depth]),
+        "depth": depth, **level_statistics(gaps, depth),
     }
     if static.transcript:
         out["transcript"] = carry[2][:nodes]
@@ -285,7 +288,7 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
       static: ``SparseStatic``.
       key: raw replicate key [2].
       params: ``inv_sigma`` [R], ``inv_sigma0``, ``depth`` (traced, ``≤ R``).
-      shared: ``tree`` (``DeviceTree``), ``weights`` and ``diameters`` [2, R+1].
+      shared: ``tree`` (``DeviceTree``).
       token: runtime-true flag.
 
     Returns:
@@ -347,7 +350,7 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
         return piece
 
     def level(j, src, dst, carry):
-        units, n_branch, n_units, w1, dead, visited, overflow, most = carry
+        units, n_branch, n_units, gaps, dead, visited, overflow, most = carry
         live = (j < depth) & ~overflow  # an overflowed replicate is rerun: stop early
         inv = params["inv_sigma"][jnp.minimum(j, R - 1)]
         units, gap, dead = jax.lax.fori_loop(
@@ -380,19 +383,18 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
             0, frontier.pieces(jnp.where(live, n_branch, 0), P), branch_piece,
             (dst, units, jnp.int32(0), jnp.int32(0), gap, dead),
         )
-        weights = shared["weights"][:, jnp.minimum(j + 1, R)]
-        w1 = w1 + jnp.where(live, weights * (gap + dead), 0.0)
+        gaps = gaps.at[jnp.minimum(j + 1, R)].add(jnp.where(live, gap + dead, 0.0))
         visited = visited + jnp.where(live, 2 * (n_branch + n_units), 0)
         overflow = overflow | (live & ((written > branch_cap) | (n_units + born > cap)))
         n_branch = jnp.where(live, written, n_branch)
         n_units = jnp.where(live, n_units + born, n_units)
         most = jnp.maximum(most, 2 * n_branch)
-        return dst, (units, n_branch, n_units, w1, dead, visited, overflow, most)
+        return dst, (units, n_branch, n_units, gaps, dead, visited, overflow, most)
 
     init = (units, (m > 1).astype(jnp.int32), (m == 1).astype(jnp.int32),
-            jnp.zeros(2, jnp.float32), jnp.float32(0.0), jnp.int32(1), jnp.bool_(False),
+            jnp.zeros(R + 1, jnp.float32), jnp.float32(0.0), jnp.int32(1), jnp.bool_(False),
             jnp.int32(0))
-    a, b, (units, n_branch, n_units, w1, _, visited, overflow, most) = frontier.level_pairs(
+    a, b, (units, n_branch, n_units, gaps, _, visited, overflow, most) = frontier.level_pairs(
         frontier.batch_max(depth), level, a, jax.tree_util.tree_map(jnp.zeros_like, a), init
     )
     leaves = frontier.write(units, n_units, frontier.final(a, b, depth))
@@ -403,7 +405,7 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
     out = {
         "size": m, "visited": visited, "leaves": count, "depth": depth,
         "overflow": overflow | (count > cap), "needed": jnp.maximum(count, most),
-        **fused_outputs(w1, shared["diameters"][:, depth]),
+        **level_statistics(gaps, depth),
     }
     side = cell_side(depth, d)
     lower = frontier.lower_corners(leaves.path, depth, d)

@@ -30,10 +30,10 @@ import numpy as np
 from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.frontier import path_words
+from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 from jaxsynth.mechanisms.protocol import Mechanism
-from jaxsynth.wasserstein.tree import FUSED_FIELDS, fused_tables
 
 MAX_BISECTIONS = 22
 """Bisections per coordinate supported (exact float32 cells, centers and shifts)."""
@@ -120,7 +120,6 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
     else:
         shared = {"tree": tree.device}
         per_replicate = 0
-    shared.update(fused_tables(L, d))
     node_words = 6 + path_words(L) + d
     per_replicate += 4 * (Q + 2 * P) * (2 * node_words + 6 + d) + 4 * Q * (d + 4)
     info_fields = ("cap_hits",) + (("shift",) if static.shifted else ())
@@ -128,7 +127,7 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
         mechanism=name, kernel=tree_kernel, static=static, params=params, shared=shared,
         eps=np.asarray(eps, np.float64), budget=budget, adjacency=adjacency,
         bytes_per_replicate=per_replicate, atom_bytes=4 * Q * (d + 3), info_fields=info_fields,
-        diagnostic_fields=FUSED_FIELDS,
+        diagnostic_fields=LEVEL_FIELDS,
         atom_fields=("noisy_mass",), info=info or {}, retry=retry, finish=finish,
     )
 

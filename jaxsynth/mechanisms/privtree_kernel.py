@@ -3,27 +3,22 @@
 Y. He, "Intrinsic-Dimensional Wasserstein Guarantees for Private Synthetic Measures" §3,
 §5, §6, on PrivTree (Zhang, Xiao, Xie, SIGMOD 2016); the mechanism and its parameters
 are documented in ``jaxsynth.mechanisms.privtree``.  The tree grows level by level on the
-shared frontier (``jaxsynth.core.frontier``): the nodes of a level that passed their split test are
-expanded, and each child is tested at once with the word its parent's expansion block
-drew for it — split children form the next level, the others are leaves.  Every node
-that is reached (tested) is appended to a *node table* in breadth-first order with its
-parent's index, level and true count, so reconstruction and measurement need no sort:
+shared frontier (``jaxsynth.core.frontier``): split children form the next level, the
+others are leaves.  Every reached node is appended to a *node table* in breadth-first
+order with its parent's index, level and true count, so reconstruction and measurement
+need no sort:
 
-* bottom-up, a node's noisy subtree sum ``S_v`` is the sum of its children's (one
-  segment sum per level, deepest first);
+* bottom-up, a node's noisy subtree sum is the sum of its children's;
 * top-down, a node's mass is its parent's times ``(S_v)_+ / Σ_siblings (S)_+``, or an
-  even share among its siblings when none is positive (the default ``"topdown"``
-  reconstruction);
-* the exact tree W1 is ``Σ_{v ≠ root} w_{level(v)} |n_v/n − mass_v|`` over the table
-  (``jaxsynth.wasserstein.tree``), and the upper bound adds
-  ``(Σ_leaves (n_Q/n + mass_Q) diam(Q))/2``.
+  even share among its siblings when none is positive (``"topdown"``);
+* the NOT PRIVATE level statistics (``core.measure.LEVEL_FIELDS``) sum, per level,
+  ``|n_v/n − mass_v|`` over the nodes ``v ≠ root`` and the data plus synthetic mass of
+  the leaves; the tree W1 method weighs them into the tree W1 and its upper bound.
 
-Shifted partitions (``shifted``): the replicate's public shift ``U`` comes from its
-``SHIFT`` words; the data ``y = (x + U)/2`` are coded, sorted and descended on the device
-(no host work per replicate), and children disjoint from the window ``[U/2, (1+U)/2]``
-are discarded.  Distances of ``[0, 2]^d`` are twice those of ``[0, 1]^d``.
-
-The oracle rule (``rule="threshold"``) splits while ``count > θ + level·δ`` (count units),
+Shifted partitions (``shifted``): the public shift ``U`` comes from the replicate's
+``SHIFT`` words; the data ``y = (x + U)/2`` are coded, sorted and descended on the
+device, children disjoint from the window ``[U/2, (1+U)/2]`` discarded, and distances
+doubled.  The oracle rule (``rule="threshold"``) splits while ``count > θ + level·δ``,
 draws nothing, and gives every leaf its exact mass.
 """
 
@@ -41,7 +36,6 @@ from jaxsynth.core import noise
 from jaxsynth.core.descent import child_boundary, child_boundary_search
 from jaxsynth.core.partition import WORD_BITS
 from jaxsynth.mechanisms.pmm_kernels import cell_side
-from jaxsynth.wasserstein.tree import fused_outputs
 
 FIXED_POINT_BITS = 29
 """Data are truncated to 29 binary digits (``⌊x·2^29⌋``) for the shifted partition."""
@@ -144,8 +138,7 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
       key: raw replicate key [2].
       params: ``lam``, ``delta`` (PrivTree's ``λ``, ``δ`` in count units), ``leaf_scale``
         (``2/ε``), ``theta`` (threshold, count units), ``cap`` (depth cap).
-      shared: ``tree`` (``DeviceTree``; unshifted) or ``fixed`` [n, d] uint32 (shifted),
-        ``weights`` and ``diameters`` [2, max_depth + 1].
+      shared: ``tree`` (``DeviceTree``; unshifted) or ``fixed`` [n, d] uint32 (shifted).
       token: runtime-true flag.
 
     Returns:
@@ -347,10 +340,9 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     mass = jnp.where(present, mass, 0.0)
     scale = 2.0 if static.shifted else 1.0
     data = counts / n
-    weights = shared["weights"][:, jnp.clip(level, 0, L)]  # [2, Q]; level 0 has weight 0
-    tree_w1 = scale * frontier.fixed_sum(jnp.where(child, weights * jnp.abs(data - mass), 0.0))
-    diam = shared["diameters"][:, jnp.clip(level, 0, L)]
-    within = 0.5 * scale * frontier.fixed_sum(jnp.where(leaf, diam * (data + mass), 0.0))
+    statistics = _level_statistics(jnp.clip(level, 0, L), L,
+                                   scale * jnp.where(child, jnp.abs(data - mass), 0.0),
+                                   scale * jnp.where(leaf, data + mass, 0.0))
     # atoms: the leaves, moved to the front in table order; zero padding after them
     n_leaves, atoms = frontier.compact(
         leaf, (table["points"], mass, level, table["noisy"] / n)
@@ -374,4 +366,17 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     }
     if shift is not None:
         out["shift"] = shift
-    return {**out, **fused_outputs(tree_w1, within)}
+    return {**out, **statistics}
+
+
+def _level_statistics(level, depth: int, gap, leaf) -> dict:
+    """``LEVEL_FIELDS`` [depth+1] from per-node values: ``gap`` and ``leaf`` summed over
+    the nodes of each level (``frontier.fixed_sum``: the same bits in any batch)."""
+    def one(j, sums):
+        here = level == j
+        return tuple(s.at[j].set(frontier.fixed_sum(jnp.where(here, v, 0.0)))
+                     for s, v in zip(sums, (gap, leaf)))
+
+    zeros = jnp.zeros(depth + 1, jnp.float32)
+    gaps, leaves = jax.lax.fori_loop(0, jnp.max(level) + 1, one, (zeros, zeros))
+    return {"level_gap": gaps, "leaf_mass": leaves}

@@ -1,26 +1,31 @@
-"""Wasserstein-1 between data and synthetic measures: one module per method.
+"""Wasserstein-1 between data and synthetic measures.
 
-``exact`` (certified full-data W1 to a relative gap, by column generation on the
-transport LP; ``ctransform``: its jitted passes over all atoms), ``tree`` (exact
-tree-metric W1 and its certified upper bound), ``bounds`` (certified bracket),
-``exact1d`` (the 1-D formula), ``sinkhorn`` (ott-jax, imported on use: it is slow to
-import), ``dispatch`` (``w1``, the ``js.w1`` entry point) and ``evaluator``
-(``Evaluator``, the batched W1 of every replicate of a ``simulate`` chunk).
+Every way of measuring W1 is a ``W1Method`` (``method``), one module in ``methods/``
+registered in ``registry``; ``evaluate`` is the one router, used by ``dispatch.w1``
+(``js.w1``) and by ``simulate``.  The computations: ``exact`` (certified full-data W1;
+``ctransform``: its jitted passes), ``tree`` (exact tree-metric W1 and its upper
+bound), ``bounds`` (certified bracket), ``exact1d`` (the 1-D formula) and ``sinkhorn``
+(ott-jax, imported on use: it is slow to import).
 """
 
 from jaxsynth.wasserstein.bounds import bracket, projection_lower, tree_upper
 from jaxsynth.wasserstein.dispatch import GROUND_METRICS, METHODS, w1
 from jaxsynth.wasserstein.exact import ExactData, prepare_exact, w1_exact
 from jaxsynth.wasserstein.exact1d import w1_exact1d, wasserstein_1d
+from jaxsynth.wasserstein.method import Batch, W1Method
+from jaxsynth.wasserstein.registry import REGISTRY
 from jaxsynth.wasserstein.tree import TreeData, TreeW1, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
 
 __all__ = [
     "GROUND_METRICS",
     "METHODS",
+    "REGISTRY",
+    "Batch",
     "ExactData",
     "TreeData",
     "TreeW1",
+    "W1Method",
     "bracket",
     "prepare_exact",
     "prepare_w1",

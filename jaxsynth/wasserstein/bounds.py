@@ -1,31 +1,19 @@
 """A certified bracket ``lower ≤ W1 ≤ upper`` at near-linear cost.
 
-**Lower bound.**  Every 1-Lipschitz function ``f`` gives ``W1(μ, ν) ≥ W1(f#μ, f#ν)``
-(push a coupling forward).  A projection ``x ↦ u·x`` is 1-Lipschitz when ``u`` has unit
-*dual* norm: ``|u·(x - y)| ≤ ‖u‖_1 ‖x - y‖_∞ = ‖x - y‖_∞`` for ℓ∞ (``‖u‖_1 = 1``) and
-``≤ ‖u‖_2 ‖x - y‖_2`` for ℓ2 (``‖u‖_2 = 1``).  The lower bound is the largest exact 1-D
-W1 (``exact1d.wasserstein_1d``) over the coordinate axes (the marginals; unit in both
-norms) plus ``n_directions`` seeded random Gaussian directions normalised in the dual
-norm.  The default adds random directions for ℓ2 only (under ℓ∞ the coordinate
-marginals alone are the default); ``n_directions`` may add ℓ1-normalised ones for ℓ∞ too.
+**Lower bound.**  Every 1-Lipschitz ``f`` gives ``W1(μ, ν) ≥ W1(f#μ, f#ν)``; a projection
+``x ↦ u·x`` is 1-Lipschitz when ``u`` has unit *dual* norm (ℓ1 for ℓ∞, ℓ2 for ℓ2).  The
+lower end is the largest exact 1-D W1 (``exact1d``) over the coordinate axes plus
+``n_directions`` seeded random directions normalised in the dual norm (by default none
+for ℓ∞, two for ℓ2).
 
-**Upper bound.**  The tree-metric upper bound of ``jaxsynth.wasserstein.tree`` (exact tree W1 plus
-the within-leaf term).
+**Upper bound.**  The tree-metric upper bound of ``jaxsynth.wasserstein.tree``.
 
-**Rounding.**  Both ends are computed in float32.  To keep the bracket certified they are
-widened by a relative margin ``ρ = 2^-16`` (≈ 1.5e-5: the measured float32 error of the
-1-D and tree formulas is below 2e-6, and rounding the direction to float32 changes its
-norm by ≤ ``d·2^-24``) and, for the lower end, by the projections' rounding
-``(d + 1)·2^-24·R`` (data projected in float64 then rounded, atoms projected in float32
-at full precision — never TF32 — and both translated by ``‖u‖_1`` to be non-negative;
-``R = 2`` for ℓ∞, ``2√d`` for ℓ2 bounds the translated values).  The margins are far
-below any bracket gap of interest.
+**Rounding.**  Both ends are computed in float32 and widened by ``ρ = 2^-16`` relative,
+and the lower end by the projections' rounding ``(d + 1)·2^-24·R`` (``R = 2`` for ℓ∞,
+``2√d`` for ℓ2); proofs in ``docs/theory/w1-methods.md``.
 
-**Cost.**  The lower end dominates: per direction and replicate one exact 1-D W1 against
-data projections sorted once (``exact1d.w1_against_sorted``: an integer sort of the
-``M`` atoms and binary-search merges, ``O(M log M + n)``).  On the spiral (d = 2) the
-bracket is wide (BENCHMARKS.md records upper/lower): the marginals see little of a 2-D
-transport.
+**Cost.**  Per direction and replicate one exact 1-D W1 against data projections sorted
+once (``exact1d.w1_against_sorted``), ``O(M log M + n)``.
 """
 
 from __future__ import annotations
@@ -39,14 +27,14 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_fits, check_positive_int
 from jaxsynth.wasserstein.exact1d import w1_against_sorted
+from jaxsynth.core.measure import check_measure
+from jaxsynth.wasserstein.method import run_blocks
 from jaxsynth.wasserstein.tree import (
     DEFAULT_BATCH_SIZE,
     TreeData,
-    check_measure,
     compact_atoms,
     data_points,
     prepare,
-    run_chunked,
     tree_w1,
 )
 
@@ -172,7 +160,7 @@ def projection_lower(
     kernel = functools.partial(
         projected_w1, jnp.asarray(sorted_projections(X, dirs)), jnp.asarray(dirs)
     )
-    raw = run_chunked(kernel, (points, weights), batch_size)
+    raw = run_blocks(kernel, (points, weights), batch_size)
     return lower_margin(raw, d, metric).reshape(out.batch_shape)
 
 

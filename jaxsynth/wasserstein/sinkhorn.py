@@ -1,67 +1,20 @@
 """Certified Sinkhorn estimate of W1 with ott-jax.
 
-W1 between the data ``μ_X = (1/n) Σ δ_{x_i}`` and a synthetic measure ``ν = Σ_j b_j δ_{y_j}``
-for the ground metric ℓ∞ (default, as in Zare Moayedi et al., arXiv 2609.33363, §7) or ℓ2,
-*not squared*.
+W1 between the data ``μ_X = (1/n) Σ δ_{x_i}`` and ``ν = Σ_j b_j δ_{y_j}`` for the ground
+metric ℓ∞ (default, as in Zare Moayedi et al., arXiv 2609.33363, §7) or ℓ2, not squared.
+No entropic cost is W1, so the Sinkhorn potentials are post-processed into a bracket:
+a lower bound by hard c-transforms (weak duality) and an upper bound by the cost of the
+Altschuler–Weed–Rigollet rounding of the entropic plan (Altschuler, Weed, Rigollet
+2017, Alg. 2), both in row chunks of the cost matrix (no ``n × m`` array).  ``value`` is
+the midpoint; ``converged`` says the relative half-width is at most ``rtol``.
 
-Why a bracket.  No output of an entropic solver is W1: at practical ε the entropic costs
-of ott-jax (``reg_ot_cost``, ``ent_reg_cost``, the Sinkhorn divergence) are biased by
-tens of percent on close measures.  Two post-processings of the Sinkhorn potentials
-``(f, g)`` give a certificate instead:
-
-- lower bound: hard c-transforms.  ``f̃ = g^c``, ``g̃ = f̃^c`` (and symmetrically
-  ``ĝ = f^c``, ``f̂ = ĝ^c``) satisfy ``f̃_i + g̃_j ≤ C_ij`` for all ``i, j``, so by weak
-  duality ``⟨a, f̃⟩ + ⟨b, g̃⟩ ≤ W1``; the larger of the two dual values is reported;
-- upper bound: the cost of the Altschuler–Weed–Rigollet rounding of the entropic plan
-  (Altschuler, Weed, Rigollet 2017, Alg. 2): rows then columns are scaled down to fit
-  the marginals and the missing mass is added as a rank-one product; the result is a
-  feasible coupling, so its cost is ``≥ W1``.
-
-Both are computed in row chunks of the cost matrix, so no ``n × m`` array is ever held
-(ott's ``out.matrix``/``primal_cost`` would materialise one).  ``value`` is the midpoint,
-within half the gap of W1, and ``converged`` says the relative half-width
-``(upper − lower)/(upper + lower)`` is at most ``rtol``.
-
-Schedule (tuned on two-moons data, n = 200 and 2000, ℓ∞ and ℓ2, close and far measures;
-the measurements are summarised in the README, "Measuring W1").  The solve is a sequence
-of *rounds* of at most 500 iterations: adaptive momentum
-(``Momentum(start=100, error_threshold=inf)``, which cuts the iteration count several-fold),
-stopping early once the column-marginal error ``‖Pᵀ1 − b‖₁`` is below the stage threshold,
-then 10 plain iterations.  Momentum ends a round on an oscillation whose marginal error is
-well above the round's best; the plain iterations damp it, which cuts the iterations
-needed at n = 2000 substantially.  After every round the certificate is computed and the
-solve stops as soon as the bracket is within ``rtol``.
-
-ε starts at ``ε₀ = 0.01·diam`` (``diam`` = ground-metric diameter of the bounding box of
-both supports) and decreases by stages, each warm-started from the previous potentials:
-when a round meets its stage's threshold, ``ε ← max(ε/2, lower/30)`` — a 1 % bracket
-needs ``ε ≈ W1/30`` with ott-jax's Sinkhorn (``W1/20`` is not enough) — and once ε has
-reached ``lower/30`` further stages halve it.  Stages above ``lower/30`` only prepare
-warm starts and use a loose threshold ``1e-3``; the target stage uses
-``rtol·lower/(8·diam)`` (floored at ``1e-6``), below which rounding moves the cost by a
-small fraction of the tolerance.  Halving from ``ε₀`` took fewer iterations than a direct
-jump ``ε₀ → lower/30`` and than steps of 3, 4 or 8.
-
-Every round's bounds are valid, so the bracket reported is the intersection over rounds.
-A round whose potentials are not finite (ott still reports ``converged=True`` after a
-blow-up) contributes nothing; the solve resumes from the last finite potentials without
-momentum.  The rounds loop on the host; each round and each certificate is one jitted
-call compiled once per shape (ε, thresholds and warm starts are traced arguments), so
-replicates of equal shapes never retrace.  ``w1_sinkhorn_batch`` runs many replicates'
-schedules side by side and solves the rounds of those still running together, a fixed
-number of replicates per vmapped call (on an accelerator; on CPU one per call).
-
-Accuracy against POT's exact ``emd2`` on the cases of ``tests/wasserstein/test_sinkhorn.py``
-(n = m = 2000, far, sampled and close measures) is checked by those tests and summarised
-in the README.
-
-Online mode (``PointCloud(batch_size=...)``) evaluates the cost on the fly; it is chosen
-automatically when ``n·m`` exceeds ``online_threshold``.  ott-jax 0.6.0 calls
-``jax.interpreters.batching.is_vmappable``, which jax ≥ 0.9 moved to
-``jax._src.interpreters.batching`` (ott-jax issue #700, fixed after 0.6.0): the alias is
-installed by a context manager only around jaxsynth's own solves and removed afterwards.
-Float32 throughout; matrix products run at "highest" precision inside the solve (TF32
-on recent GPUs would spoil the marginals; ott-jax issue #496).
+The solve runs rounds of at most 500 momentum iterations on a decreasing ε schedule
+(from ``0.01·diam`` towards ``lower/30``), certifying after every round and keeping the
+intersection of the rounds' brackets; ``w1_sinkhorn_batch`` runs many replicates'
+schedules side by side.  ott-jax 0.6.0 calls ``jax.interpreters.batching.is_vmappable``,
+moved in jax ≥ 0.9 (ott-jax issue #700): the alias is installed only around jaxsynth's
+own solves.  Float32, matrix products at "highest" precision (ott-jax issue #496).
+The schedule and the proofs are in ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations

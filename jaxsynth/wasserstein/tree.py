@@ -1,110 +1,20 @@
 """Exact W1 in the tree metric of the mechanism's partition, and a certified upper bound.
 
-Implements ``W_T = Σ_{v ≠ root} w_v |μ(Ω_v) − ν(Ω_v)|`` for the trees the mechanisms
-release: the balanced trees of PMM and Pruned-PMM (Zare Moayedi, Asadi, Yassaee, Aminian,
+``W_T = Σ_{v ≠ root} w_v |μ(Ω_v) − ν(Ω_v)|`` for the trees the mechanisms release: the
+balanced trees of PMM and Pruned-PMM (Zare Moayedi, Asadi, Yassaee, Aminian,
 "Geometry-Adaptive Mechanisms for Private Synthetic Data", arXiv 2609.33363, §3–§4) and
 the unbalanced, possibly shifted trees of PrivTree (Y. He, "Intrinsic-Dimensional
-Wasserstein Guarantees for Private Synthetic Measures" §2.3, §5, §6).
+Wasserstein Guarantees for Private Synthetic Measures" §2.3, §5, §6).  A node at level
+``j`` hangs from its parent by an edge of weight ``w_j = (diam(j−1) − diam(j))/2``; the
+upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y)))/2``.
 
-**The tree metric.**  The mechanism's tree ``T`` is the set of its leaf cells and all
-their ancestors in the cyclic binary partition (``jaxsynth.core.partition``).  A node
-``v ≠ root`` at level ``j`` is joined to its parent by an edge of weight
-``w_j = (diam(j-1) - diam(j)) / 2`` (ℓ∞ or ℓ2 cell diameters, ``partition.diameter``).
-Path lengths telescope: two leaves at depths ``a`` and ``b`` whose lowest common ancestor
-is at level ``l`` are ``diam(l) - (diam(a) + diam(b))/2`` apart (``diam(l) - diam(r)``
-in a depth-``r`` balanced tree).  For any two measures carried by the nodes of ``T``,
-the transport cost in this metric is (Kantorovich on a tree)
-
-    W_T(μ, ν) = Σ_{v ≠ root} w_v |μ(Ω_v) − ν(Ω_v)|.
-
-Here ``μ`` is the data (weights ``1/n``) and ``ν = Σ_a w_a δ_{y_a}`` the synthetic
-measure (weights normalised by their sum, as in ``exact1d`` and scipy); each atom
-``y_a`` sits at its leaf cell (level ``leaf_depth[a]``) and each data point ``x`` at the
-leaf of ``T`` that contains it.
-
-**Which cells are leaves.**  The measure's atoms define the tree:
-
-* Zero-weight padding: an atom of weight 0 whose cell strictly contains another atom's
-  cell is ignored (engines pad with zero-weight atoms at ``leaf_depth = 0``, the root cell,
-  which contains every cell).  All other atoms, zero weight included, are *kept*: a
-  PrivTree leaf with zero released mass is still a leaf.  Containment is detected from
-  Morton neighbours (a block of equal cells bordering a deeper atom inside the cell);
-  a container it misses stays kept, and the antichain test below then flags the
-  replicate, so a miss is never silent.
-* The kept atoms' cells must form an antichain (two cells are equal or disjoint).
-  Otherwise the replicate is flagged invalid (``TreeW1.valid``); ``js.w1`` raises.
-* A data point lies in at most one kept cell (antichain); that cell is its leaf.  A data
-  point in no kept cell (an *orphan*) is placed in its level-``r`` cell, ``r`` the
-  largest kept leaf depth.  For balanced trees (all kept atoms at depth ``r``: the
-  PMM family) this is exactly the complete depth-``r`` tree, whose empty leaves carry
-  no atom.  For unbalanced trees (PrivTree) every leaf that can hold data carries an
-  atom, so an orphan means a malformed output and the replicate is flagged invalid.
-  Under the antichain property the orphans' level-``r`` cells are disjoint from every
-  kept cell (a kept cell meeting one would contain it, hence the orphan), so the leaves
-  still form an antichain and ``T`` is a tree.
-
-**Algorithm** (per replicate ``O((U + M)·L + M log M + M log U)`` for ``U`` distinct
-data cells, ``M`` atoms and ``L`` levels of positive weight (``D/d`` for ℓ∞, ``D`` for
-ℓ2); no ``n × M`` matrix).  Data are prepared once on the host (``prepare``): exact
-float64 Morton codes to depth ``D`` (``partition.morton_words``), sorted, duplicates
-merged into counts.  On the device, jitted once per shape (the metric is an argument)
-and vmapped over chunks of replicates: the atoms' codes are computed from their float32
-coordinates (exact, ``morton_words_of_sum``), the atoms sorted (one packed uint32 key
-when ``D + log2 M ≤ 32``), merged into the data order by a binary search, and the
-*split level* of consecutive entries (leading zeros of the xor of their codes) taken.
-A level-``j`` cell is a maximal run of consecutive entries with split level ``≥ j``.
-Then
-
-* a data point's leaf is found from its two neighbouring kept atoms in merged order:
-  *Lemma.* if the kept cells form an antichain and ``x`` lies in a kept cell ``L``
-  then the nearest kept atom before or after ``x`` lies in ``L``.  *Proof.* ``L`` is an
-  interval of the Morton order containing ``x`` and at least one kept atom ``a``; the
-  nearest kept atom on ``a``'s side of ``x`` lies between ``x`` and ``a``, hence in
-  ``L``.  Conversely a neighbour ``b`` with ``split(x, b) ≥ leaf_depth[b]`` contains
-  ``x``.  So ``x``'s leaf is the neighbour whose cell contains it, or none (orphan);
-* the antichain test needs only consecutive kept atoms: if ``cell(a) ⊋ cell(b)``, walk
-  from ``a`` to ``b`` through the kept atoms between them (all inside ``cell(a)``, an
-  interval): the first pair that is neither equal nor disjoint is nested;
-* level ``j`` contributes ``w_j Σ_runs |Σ_{e in run, depth_e ≥ j} s_e|`` with signed
-  masses ``s = count/n`` (data) and ``−w_a`` (atoms).  Entries whose leaf is shallower
-  than ``j`` are excluded: they are not below any level-``j`` node of ``T`` (under the
-  antichain property such an entry is alone in its level-``j`` run).  Run sums are
-  segment sums (each rounded relative to its own cell's mass, never a difference of
-  global prefix sums).  For ℓ∞ only levels ``j ≡ 0 (mod d)`` have ``w_j > 0``.
-
-Balanced batches (the PMM family) first lose their zero-weight atoms on the host
-(``_drop_inert_atoms``: with every kept leaf at depth ``r`` they change nothing), which
-cuts ``M`` from the slot capacity to the number of released leaves.
-
-**Upper bound.**  ``W1 ≤ W_T + (E_μ diam(leaf(x)) + E_ν diam(leaf(y)))/2``.  *Proof.*
-Take an optimal coupling ``π`` for ``W_T``.  For ``x`` in leaf ``A`` and ``y`` in leaf
-``B`` both lie in the lowest common ancestor cell, so ``‖x − y‖ ≤ diam(lca)
-= d_T(A, B) + (diam(A) + diam(B))/2`` (also when ``A = B``, where ``d_T = 0``).
-Integrating against ``π``, whose marginals are ``μ`` and ``ν``, gives the bound.  For a
-balanced depth-``r`` tree the extra term is ``diam(r)``.  It is computed per
-leaf (data and atoms weighted by their mass), which is never worse than the largest
-diameter among occupied leaves.
-
-**Shifted partitions** (PrivTree ``shift=True``, He §6).  When ``out.info`` has
-``"shift"`` (``U`` [..., d] in [0,1]^d), the tree is the cyclic partition of
-``[0,2]^d`` translated by ``−U``.  The map ``x ↦ (x + U)/2`` sends it onto the partition
-of ``[0,1]^d`` and scales every distance by ``1/2``; so codes are computed from
-``(x + U)/2`` and both the tree distance and the upper bound are multiplied by 2.  The
-data codes then depend on ``U`` and are computed per replicate on the host (float64,
-exact digits of ``x + U``); ``x_c + U_c = 2`` belongs to the last cell.
-
-Numerics: codes and leaf assignment are exact; masses are float32 (each level is a sum
-of non-negative per-cell terms, each cell's signed mass summed within the cell), so the
-value carries float32 rounding only: ≤ 3e-7 relative against float64 POT on the test
-cases, ≤ 2e-6 against a float64 per-level sum at n = 20000, depth 14.
-
-**Fused in the release kernels.**  A kernel that descends the tree level by level
-(PMM, Pruned-PMM, PrivTree) knows every node's data and synthetic mass, so it adds
-``w_j |μ(Ω_v) − ν(Ω_v)|`` as it goes, at no extra pass; it takes the weights and
-diameters from ``fused_tables`` and returns ``FUSED_FIELDS`` through ``fused_outputs``
-(NOT PRIVATE diagnostics: they read the data).  Tests check them against ``tree_w1``.
-
-Speed: ``benchmarks/bench_w1.py`` times it; the latest record is in BENCHMARKS.md.
+Two routes give the same quantity.  ``tree_w1`` measures released atoms: data prepared
+once on the host (``prepare``: sorted Morton codes), atoms coded, sorted and merged into
+the data order on the device, one segment sum per level with positive weight; the
+atoms' cells must form an antichain (else ``TreeW1.valid`` is False).  ``levels_w1``
+weighs the level statistics a release kernel reports (``core.measure.LEVEL_FIELDS``,
+NOT PRIVATE).  The derivation, the leaf rules, the lemmas behind the merge and the
+proof of the upper bound are in ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
@@ -120,26 +30,23 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.frontier import capacity_bucket
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, check_measure
 from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data, check_positive_int
+from jaxsynth.wasserstein.method import run_blocks
 
 __all__ = [
-    "FUSED_FIELDS",
     "TreeData",
     "TreeW1",
-    "check_measure",
     "data_points",
-    "fused_outputs",
-    "fused_tables",
+    "levels_w1",
     "metric_tables",
     "prepare",
     "tree_w1",
+    "tree_w1_atoms",
 ]
 
 WORD_BITS = partition.WORD_BITS
-MAX_BITS_PER_COORDINATE = 100
-"""Digits per coordinate supported (float32 ``x·2^k`` must not overflow)."""
 
 PIECE_BITS = 24
 """Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
@@ -333,35 +240,6 @@ def metric_tables(depth: int, d: int, metric: str) -> MetricTables:
     )
 
 
-FUSED_FIELDS = tuple(f"{kind}_{metric}" for kind in ("tree", "upper")
-                     for metric in partition.GROUND_METRICS)
-"""The tree W1 a release kernel sums while it descends, per ground metric: ``tree_<metric>``
-and ``upper_<metric>`` (NOT PRIVATE: they read the data; ``NotPrivateDiagnostics``)."""
-
-
-def fused_tables(depth: int, d: int) -> dict:
-    """Edge weights and cell diameters [len(GROUND_METRICS), depth + 1] of the cyclic
-    partition (rows in ``partition.GROUND_METRICS`` order), for a kernel that adds
-    ``weights[:, j] · |data − synthetic mass|`` over the nodes ``θ`` of level ``j``."""
-    levels = np.arange(depth + 1)
-    return {
-        "weights": jnp.asarray(np.stack([partition.edge_weights(depth, d, m)
-                                         for m in partition.GROUND_METRICS]), jnp.float32),
-        "diameters": jnp.asarray(np.stack([partition.diameter(levels, d, m)
-                                           for m in partition.GROUND_METRICS]), jnp.float32),
-    }
-
-
-def fused_outputs(level_sums, within) -> dict:
-    """``FUSED_FIELDS`` from a kernel's sums [G]: the tree W1 (``level_sums``) and its upper
-    bound, the tree W1 plus the within-leaf term ``within`` [G]."""
-    return {
-        **{f"tree_{m}": level_sums[i] for i, m in enumerate(partition.GROUND_METRICS)},
-        **{f"upper_{m}": level_sums[i] + within[i]
-           for i, m in enumerate(partition.GROUND_METRICS)},
-    }
-
-
 class TreeW1(NamedTuple):
     """Tree-metric W1 of a (batch of) synthetic measure(s); arrays of the batch shape.
 
@@ -494,55 +372,6 @@ def _chunk_kernel(depth: int, shifted: bool):
     )
 
 
-def check_measure(out, d: int, name: str = "out"):
-    """Host checks of a ``SyntheticMeasure`` against data dimension ``d``.
-
-    Returns:
-      (points [B, M, d] float32, weights [B, M] float32, leaf_depth [B, M] int32,
-      shift [B, d] float64 or None) as NumPy arrays with the batch axes flattened.
-    """
-    if not isinstance(out, SyntheticMeasure):
-        raise ValueError(  # noqa: TRY004 (bad input is a ValueError naming the argument)
-            f"{name} must be a jaxsynth.SyntheticMeasure; got {type(out).__name__}"
-        )
-    points = np.asarray(out.points, np.float32)
-    weights = np.asarray(out.weights, np.float32)
-    leaf_depth = np.asarray(out.leaf_depth)
-    if points.ndim < 2 or points.shape[-1] != d:
-        raise ValueError(
-            f"{name}.points must have shape (..., M, {d}) to match X; got {points.shape}"
-        )
-    if weights.shape != points.shape[:-1] or leaf_depth.shape != weights.shape:
-        raise ValueError(
-            f"{name}.weights {weights.shape} and {name}.leaf_depth {leaf_depth.shape} must "
-            f"have shape {points.shape[:-1]}"
-        )
-    if not np.all(np.isfinite(points)) or points.min(initial=0) < 0 or points.max(initial=0) > 1:
-        raise ValueError(f"{name}.points must be finite and inside [0,1]^d")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError(f"{name}.weights must be finite and non-negative")
-    if weights.size == 0 or np.any(weights.sum(axis=-1) <= 0):
-        raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
-    if not np.issubdtype(leaf_depth.dtype, np.integer) or np.any(leaf_depth < 0):
-        raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
-    shift = out.info.get("shift") if isinstance(out.info, dict) else None
-    batch = points.shape[:-2]
-    if shift is not None:
-        shift = np.asarray(shift, np.float32)
-        if shift.shape != batch + (d,) or not np.all((shift >= 0) & (shift <= 1)):
-            raise ValueError(
-                f"{name}.info['shift'] must have shape {batch + (d,)} with values in [0, 1]"
-            )
-        shift = shift.reshape(-1, d)
-    m = points.shape[-2]
-    return (
-        points.reshape(-1, m, d),
-        weights.reshape(-1, m),
-        leaf_depth.astype(np.int32).reshape(-1, m),
-        shift,
-    )
-
-
 def compact_atoms(points, weights, leaf_depth, keep):
     """Move the atoms marked ``keep`` [B, M] to the front and cut the padding.
 
@@ -592,23 +421,6 @@ def _shifted_data(data: TreeData, shift: np.ndarray):
     return np.stack([w for w, _ in per_rep]), np.stack([c for _, c in per_rep])
 
 
-def run_chunked(fn, arrays, batch_size: int):
-    """Apply a jitted batch function to ``arrays`` (leading axis B) chunk by chunk.
-
-    Every chunk has ``min(batch_size, B)`` rows (the last one padded by repeating its last
-    row), so one compilation serves every chunk; results are concatenated and trimmed.
-    """
-    total = arrays[0].shape[0]
-    size = max(1, min(int(batch_size), total))
-    outs = []
-    for start in range(0, total, size):
-        chunk = [np.asarray(a[start : start + size]) for a in arrays]
-        pad = size - chunk[0].shape[0]
-        chunk = [np.concatenate([c, np.repeat(c[-1:], pad, 0)]) if pad else c for c in chunk]
-        outs.append(fn(*chunk))
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[:total], *outs)
-
-
 def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
     """Exact tree-metric W1 between data and a (batch of) synthetic measure(s).
 
@@ -626,8 +438,28 @@ def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
     if metric not in partition.GROUND_METRICS:
         raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
     batch_size = check_positive_int(batch_size, "batch_size")
-    d = data_points(data).shape[1]
-    points, weights, leaf_depth, shift = check_measure(out, d)
+    points, weights, leaf_depth, shift = check_measure(out, data_points(data).shape[1])
+    result = tree_w1_atoms(data, points, weights, leaf_depth, shift, metric, batch_size)
+    return TreeW1(*(r.reshape(out.batch_shape) for r in result))
+
+
+def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
+                  batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
+    """``tree_w1`` of validated flat arrays (``core.measure.check_measure``'s output).
+
+    Args:
+      data: a ``TreeData``, or data [n, d] / a ``DataTree`` prepared here to the deepest leaf.
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] or ``None``.
+      metric: the ground metric.
+      batch_size: replicates per vmapped chunk.
+
+    Returns:
+      ``TreeW1`` of [B] jax arrays.
+
+    Raises:
+      ValueError: when a ``TreeData`` is shallower than the deepest leaf.
+    """
+    d = points.shape[-1]
     deepest = int(leaf_depth.max(initial=0))
     if not isinstance(data, TreeData):
         data = prepare(data, deepest)
@@ -644,5 +476,27 @@ def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_
         per_rep = _shifted_data(data, shift) + (shift,)
     kernel = _chunk_kernel(data.depth, shift is not None)
     arrays = per_rep[:2] + (points, weights, leaf_depth) + per_rep[2:]
-    result = run_chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size)
-    return TreeW1(*(r.reshape(out.batch_shape) for r in result))
+    return TreeW1(*run_blocks(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size))
+
+
+def levels_w1(levels, d: int, metric: str):
+    """Tree W1 and its upper bound from a kernel's level statistics (float64, host).
+
+    ``W_T = Σ_j w_j level_gap[j]`` and ``W_T + ½ Σ_j diam(j) leaf_mass[j]``, summed
+    level by level in order, so trailing empty levels change no bit.
+
+    Args:
+      levels: ``level_gap`` and ``leaf_mass`` (``core.measure.LEVEL_FIELDS``), [..., L+1].
+      d: the data dimension.
+      metric: the ground metric.
+
+    Returns:
+      ``(tree, upper)``, float64 arrays [...].
+    """
+    gap = np.asarray(levels["level_gap"], np.float64)
+    leaf = np.asarray(levels["leaf_mass"], np.float64)
+    depth = gap.shape[-1] - 1
+    weight = partition.edge_weights(depth, d, metric)
+    half_diam = 0.5 * partition.diameter(np.arange(depth + 1), d, metric)
+    tree = np.cumsum(gap * weight, axis=-1)[..., -1]
+    return tree, tree + np.cumsum(leaf * half_diam, axis=-1)[..., -1]

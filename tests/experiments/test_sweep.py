@@ -1,5 +1,5 @@
-"""Tests of the sweep (jaxsynth/experiments/sweep.py, grid.py, rows.py and the evaluator,
-jaxsynth/wasserstein/evaluator.py).
+"""Tests of the sweep (jaxsynth/experiments/sweep.py, grid.py, rows.py and the evaluation,
+jaxsynth/wasserstein/evaluate.py).
 
 Truth: every row equals ``js.release(fold_in(key, seed), M, X, eps)`` measured with
 ``js.w1``; chunking, resuming and device count must not change a number.  Shapes are

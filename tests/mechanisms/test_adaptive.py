@@ -32,7 +32,7 @@ from jaxsynth.mechanisms.adaptive import (
     select_candidate,
 )
 from jaxsynth.mechanisms.pmm_kernels import root_mass, sparse_kernel
-from jaxsynth.wasserstein.tree import FUSED_FIELDS
+from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.mechanisms.schedules import packing_inverse_scales
 
 
@@ -324,12 +324,12 @@ def test_deep_candidate_runs_in_linear_cost():
     assert 0 < int(out["leaves"][0, 0]) <= m
     np.testing.assert_allclose(float(out["weights"].sum()), 1.0, rtol=1e-5)
     direct = dataclasses.replace(
-        plan, kernel=sparse_kernel, order=None, info_fields=(), diagnostic_fields=FUSED_FIELDS,
+        plan, kernel=sparse_kernel, order=None, info_fields=(), diagnostic_fields=LEVEL_FIELDS,
         params={"inv_sigma": plan.params["inv_sigmas"][:, 0], "depth": np.array([147]),
                 "inv_sigma0": plan.params["inv_sigma0"]},
     )
     again = engine.run(direct, np.asarray(main_key(key[0]))[None])
-    for field in ("points", "weights", "size", "visited", "leaves", "tree_linf"):
+    for field in ("points", "weights", "size", "visited", "leaves", "level_gap"):
         np.testing.assert_array_equal(out[field], again[field])
 
 

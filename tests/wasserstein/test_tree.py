@@ -426,8 +426,8 @@ def test_bad_arguments_raise():
                                   js.PrivTree(), js.PrivTree(shift=True)],
                          ids=["pmm", "pruned-sparse", "privtree", "privtree-shift"])
 def test_kernels_fused_tree_w1_is_tree_w1(mech):
-    """The statistic a kernel sums while it descends (``fused_tables``, ``fused_outputs``)
-    is the tree W1 and upper bound that ``tree_w1`` computes from the released atoms."""
+    """The level statistics a kernel sums while it descends, weighed by the tree method
+    (``diag["tree_<metric>"]``), are the tree W1 and upper bound that ``tree_w1`` computes from the released atoms."""
     X = datasets.load("spiral", n=1500, key=4)
     out, diag = js.release_batch(2, mech, X, eps=[0.5, 2.0], seeds=3, diagnostics=True)
     data = prepare_w1(X, int(np.max(np.asarray(out.leaf_depth))))

@@ -1,0 +1,129 @@
+"""The one router of the W1 wing: ``js.w1`` and ``simulate`` both evaluate through it.
+
+``check_methods`` and ``check_metric`` parse the requested methods (``registry``) and
+the ground metric; ``Evaluation.build`` prepares each method once for a data set;
+``Evaluation.evaluate`` measures a ``method.Batch`` of synthetic measures and returns
+one float64 array [B] per ``w1_*`` column.  ``batch_of_outputs`` turns an engine chunk
+[E, S, ...] into such a batch.  Since a replicate's value depends only on its own
+measure (``method``), both entry points give the same numbers by construction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from jaxsynth.core.measure import LEVEL_FIELDS
+from jaxsynth.core.partition import GROUND_METRICS
+from jaxsynth.core.validate import check_choice, is_pair
+from jaxsynth.wasserstein.exact import ExactData
+from jaxsynth.wasserstein.method import Batch
+from jaxsynth.wasserstein.registry import METHODS, REGISTRY
+from jaxsynth.wasserstein.tree import data_points
+
+__all__ = ["Evaluation", "batch_of_outputs", "check_method", "check_methods", "check_metric"]
+
+
+def check_metric(metric) -> str:
+    """The ground metric (``GROUND_METRICS``), or ``ValueError``; W1 methods given as
+    ``metric=`` are told to use ``methods=``."""
+    if isinstance(metric, (list, tuple)) or (isinstance(metric, str) and metric in METHODS):
+        raise ValueError(f"metric is the ground metric, one of {GROUND_METRICS}; got "
+                         f"{metric!r}: W1 methods are chosen with methods=")
+    return check_choice(metric, "metric", GROUND_METRICS)
+
+
+def check_method(method, options: dict, metric: str, name: str = "method"):
+    """``(W1Method, validated options)`` for a method name; ``ValueError`` naming ``name``
+    for an unknown method (a ground metric given as a method is pointed to ``metric=``)
+    or the option for a bad option."""
+    if not isinstance(method, str) or method not in REGISTRY:
+        hint = f" ({method!r} is a ground metric: metric=)" if method in GROUND_METRICS else ""
+        raise ValueError(f"{name}: unknown W1 method {method!r}; known: "
+                         f"{', '.join(METHODS)}{hint}")
+    return REGISTRY[method], REGISTRY[method].check(dict(options), metric)
+
+
+def check_methods(methods, metric: str = "linf") -> list:
+    """``(W1Method, options)`` for each of ``methods`` (names or ``(name, options)``).
+
+    Raises:
+      ValueError: naming ``methods`` for an empty list, an unknown method or duplicate
+        columns, or the option for a bad option.
+    """
+    if isinstance(methods, str) or is_pair(methods):
+        methods = [methods]
+    if not isinstance(methods, (list, tuple)) or not methods:
+        raise ValueError(f"methods must be a non-empty list of {METHODS}; got {methods!r}")
+    out = [check_method(*(item if is_pair(item) else (item, {})), metric, "methods")
+           for item in methods]
+    names = [c for method, _ in out for c in method.columns]
+    if len(set(names)) != len(names):
+        raise ValueError(f"methods: duplicate columns {names}")
+    return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Evaluation:
+    """Checked W1 methods prepared for one data set.
+
+    Attributes:
+      methods: ``(W1Method, options, prepared state)`` per method.
+      metric: the ground metric.
+      d: the data dimension.
+    """
+
+    methods: list
+    metric: str
+    d: int
+
+    @classmethod
+    def build(cls, X, methods: list, metric: str) -> "Evaluation":
+        """Prepare ``X`` (validated data, ``TreeData``, ``DataTree`` or ``ExactData``)
+        for each ``(W1Method, options)`` of ``check_methods``; ``ValueError`` if a method
+        cannot measure it (bracket projections too large, exact1d with d ≠ 1)."""
+        d = (X.X if isinstance(X, ExactData) else data_points(X)).shape[1]
+        return cls([(m, o, m.prepare(X, metric, o)) for m, o in methods], metric, d)
+
+    @property
+    def columns(self) -> list[str]:
+        return [c for method, _, _ in self.methods for c in method.columns]
+
+    @property
+    def atoms(self) -> bool:
+        """Whether some method reads the released atoms (else the level statistics do)."""
+        return any(method.needs_atoms for method, _, _ in self.methods)
+
+    def bytes_per_replicate(self, atom_bytes: float) -> float:
+        """Memory per replicate of a chunk: the release's plus every method's."""
+        return atom_bytes + sum(m.bytes_per_replicate(s, atom_bytes) for m, _, s in self.methods)
+
+    def evaluate(self, batch: Batch) -> dict:
+        """Every column's float64 values [B] for ``batch``."""
+        values = {}
+        for method, options, state in self.methods:
+            values.update(zip(method.columns,
+                              method.evaluate(state, batch, self.metric, options)))
+        return values
+
+    def evaluate_outputs(self, out: dict, seeds) -> dict:
+        """Every column's float64 values [E, S] for an engine chunk's outputs [E, S, ...]
+        (``batch_of_outputs``)."""
+        grid = out["size"].shape
+        batch = batch_of_outputs(out, self.d, seeds)
+        return {k: v.reshape(grid) for k, v in self.evaluate(batch).items()}
+
+
+def batch_of_outputs(out: dict, d: int, seeds) -> Batch:
+    """The ``Batch`` of an engine chunk's outputs [E, S, ...]; replicate ``(e, s)`` folds
+    ``(seeds[s], 0)`` into a method's key, as ``js.w1(..., key=fold_in(key, seeds[s]))``
+    does for the lone measure ``js.release(fold_in(key, seeds[s]), ...)``."""
+    grid = out["size"].shape
+
+    def flat(a):
+        return None if a is None else a.reshape((-1,) + a.shape[len(grid):])
+
+    levels = {k: flat(out[k]) for k in LEVEL_FIELDS} if LEVEL_FIELDS[0] in out else None
+    return Batch(d=d, points=flat(out.get("points")), weights=flat(out.get("weights")),
+                 leaf_depth=flat(out.get("leaf_depth")), shift=flat(out.get("shift")),
+                 levels=levels,
+                 key_path=[(int(seeds[s]), 0) for _ in range(grid[0]) for s in range(grid[1])])

@@ -11,9 +11,12 @@ float32.
 A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``) makes the tree
 finite; the node table's capacity is fitted to the expected leaf count, and a replicate
 that overflows is rerun with doubled capacity (same result: node randomness depends only
-on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap``, ``capacity``
-and, with the shift, ``shift``; ``cap_hits`` and ``capacity`` are computed from the data
-and are *not* differentially private.
+on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
+shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
+function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
+to the data without noise and is *not* private; it shows only as the zero-weight padding
+width of the released arrays (``points.shape[-2]``): before publishing, keep the first
+``out.leaves`` atoms or pass a public ``capacity``.
 
 The derivation, the shift's grid, the capacity bound and the node randomness: the
 documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.

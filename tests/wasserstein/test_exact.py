@@ -17,7 +17,7 @@ import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
-from jaxsynth.wasserstein import exact as exact_w1
+from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
 TOL = 1e-12  # POT's float64 round-off on values of order 1e-2

@@ -89,6 +89,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
+from jaxsynth.wasserstein.exact import lp
 
 __all__ = [
     "DEFAULT_CLUSTERS",
@@ -248,38 +249,6 @@ def _northwest_arcs(a, b):
     i = np.minimum(np.searchsorted(ca, starts, side="right"), len(a) - 1)
     j = np.minimum(np.searchsorted(cb, starts, side="right"), len(b) - 1)
     return i, j
-
-
-def _dense_lp(level: Level, atoms, weights, metric):
-    """Exact transport from the level's blocks to the atoms, dense (POT network simplex)."""
-    import ot
-
-    cost = pair_cost(level.centroids[:, None, :], atoms[None, :, :], metric)
-    plan, log = ot.emd(level.masses, weights, cost, log=True, numItermax=10**9,
-                       check_marginals=False)
-    rows, cols = np.nonzero(plan > 0)
-    return rows, cols, plan[rows, cols], np.asarray(log["u"]), np.asarray(log["v"])
-
-
-def _sparse_lp(level: Level, atoms_w, arcs, costs):
-    """Exact transport from the level's blocks to the atoms on the candidate ``arcs``
-    (``block · M + atom``), by POT's sparse network simplex: plan arcs, duals."""
-    import ot
-    import scipy.sparse as sp
-
-    rows, cols = np.divmod(arcs, len(atoms_w))
-    # every arc cost + 1: explicit zeros would drop arcs; the plan is unchanged
-    matrix = sp.coo_matrix((costs + 1.0, (rows, cols)), shape=(level.size, len(atoms_w)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plan, log = ot.emd(level.masses, atoms_w, matrix, log=True, numItermax=10**9,
-                           check_marginals=False)
-    if log.get("warning") is not None:
-        raise RuntimeError(f"exact W1: the restricted transport LP failed ({log['warning']})")
-    plan = plan.tocoo()
-    keep = plan.data > 0
-    return (plan.row[keep], plan.col[keep], plan.data[keep], np.asarray(log["u"]) - 1.0,
-            np.asarray(log["v"]))
 
 
 def _point_shares(level: Level, plan):
@@ -443,10 +412,13 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
             arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
                                 region_arcs(np.arange(sub.size), v))
             chunks = jnp.asarray(point_chunks(sub.centroids, bucket=True))
+            solution = None
             for _ in range(MAX_ROUNDS):
                 r_, c_ = np.divmod(arcs, k)
-                *sub_plan, u, duals = _sparse_lp(
-                    sub, sends, arcs, pair_cost(sub.centroids[r_], atoms[used[c_]], metric))
+                solution = lp.solve_arcs(
+                    masses, sends, r_, c_,
+                    pair_cost(sub.centroids[r_], atoms[used[c_]], metric), solution)
+                sub_plan, u, duals = solution[:3], solution.u, solution.v
                 # the region's duals as potentials of all atoms (the others never best)
                 own = np.full(m, duals.min() - 4.0 * diam - 1)
                 own[used] = duals
@@ -477,11 +449,12 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         nw_rows, nw_cols = _northwest_arcs(level.masses, w)
         _, best = scan(level.chunks, level.size, v, k)
         arcs = _unique_arcs(carried, arcs_of(np.arange(level.size), best), nw_rows * m + nw_cols)
-        previous = np.inf
+        previous, solution = np.inf, None
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
-            *block_plan, u, v = _sparse_lp(level, w, arcs,
-                                           _mean_costs(data, level, r, c, atoms, metric))
+            solution = lp.solve_arcs(level.masses, w, r, c,
+                                     _mean_costs(data, level, r, c, atoms, metric), solution)
+            block_plan, u, v = solution[:3], solution.u, solution.v
             upper = min(upper, _upper(data, level, atoms, w, block_plan, metric))
             lower = max(lower, lower_end(v)[0])
             value = float(np.dot(level.masses, u) + np.dot(w, v))
@@ -533,7 +506,9 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
                 adapted(coarse, plan, v)
             break
         if coarsest and level.size * m <= DENSE_ARCS:
-            *plan, u, v = _dense_lp(level, atoms, w, metric)
+            solution = lp.solve_dense(level.masses, w, pair_cost(
+                level.centroids[:, None, :], atoms[None, :, :], metric))
+            plan, v = solution[:3], solution.v
             upper = min(upper, _upper(data, level, atoms, w, plan, metric))
             leave(index, v)
             coarse = level
@@ -544,11 +519,12 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         _, best = scan(level.chunks, level.size, v, k)
         arcs = _unique_arcs(*inherited, arcs_of(np.arange(level.size), best),
                             nw_rows * m + nw_cols)
-        previous = -np.inf
+        previous, solution = -np.inf, None
         for _ in range(MAX_ROUNDS):
             r, c = np.divmod(arcs, m)
-            *plan, u, v = _sparse_lp(level, w, arcs,
-                                     pair_cost(level.centroids[r], atoms[c], metric))
+            solution = lp.solve_arcs(level.masses, w, r, c,
+                                     pair_cost(level.centroids[r], atoms[c], metric), solution)
+            plan, u, v = solution[:3], solution.u, solution.v
             # the blocks' c-transform, and their best atoms (one pass over all atoms)
             if finest and not coarsest:  # the pair first: one round usually meets rtol
                 upper = min(upper, _upper(data, level, atoms, w, plan, metric))

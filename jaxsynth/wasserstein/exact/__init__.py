@@ -6,14 +6,12 @@ warm-startable network simplex it solves each restricted transport LP with.
 Derivations: ``docs/theory/exact-w1.md``.
 """
 
+from jaxsynth.wasserstein.exact.certificate import pair_cost
+from jaxsynth.wasserstein.exact.levels import DEFAULT_CLUSTERS, ExactData, prepare_exact
 from jaxsynth.wasserstein.exact.solver import (
-    DEFAULT_CLUSTERS,
     DEFAULT_RTOL,
-    ExactData,
     canonical_atoms,
     check_rtol,
-    pair_cost,
-    prepare_exact,
     w1_exact,
     w1_exact_replicate,
 )

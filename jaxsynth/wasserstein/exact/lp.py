@@ -101,6 +101,18 @@ def solve_dense(a, b, cost) -> Plan:
     """Optimal transport from ``a`` [Q] to ``b`` [M] on the full cost matrix [Q, M]."""
     import ot
 
-    plan, log = ot.emd(a, b, cost, log=True, numItermax=MAX_ITER, check_marginals=False)
-    rows, cols = np.nonzero(plan > 0)
-    return Plan(rows, cols, plan[rows, cols], np.asarray(log["u"]), np.asarray(log["v"]))
+    rows, cols = _shuffle(len(a)), _shuffle(len(b))
+    plan, log = ot.emd(a[rows], b[cols], cost[np.ix_(rows, cols)], log=True, numItermax=MAX_ITER,
+                       check_marginals=False)
+    i, j = np.nonzero(plan > 0)
+    u, v = np.empty(len(a)), np.empty(len(b))
+    u[rows], v[cols] = log["u"], log["v"]
+    return Plan(rows[i], cols[j], plan[i, j], u, v)
+
+
+def _shuffle(size: int) -> np.ndarray:
+    """A fixed permutation of ``range(size)`` (the same in every call: plans stay a
+    function of the LP).  LEMON's block search for an entering arc, which POT runs, is
+    several times slower on a dense problem whose rows and columns are in spatial (Morton)
+    order than on one in scattered order."""
+    return np.random.default_rng(size).permutation(size)

@@ -17,7 +17,8 @@ import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
-from jaxsynth.wasserstein import exact as exact_w1
+from jaxsynth.wasserstein.exact import levels
+from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
 TOL = 1e-12  # POT's float64 round-off on values of order 1e-2
@@ -55,24 +56,38 @@ MECHANISMS = {
 }
 
 
+ROUTES = ["full dense", "levels"]
+
+
+def take_route(route, monkeypatch):
+    """Small problems take the full LP at once; ``"levels"`` forces the column generation."""
+    if route == "levels":
+        monkeypatch.setattr(exact_w1, "DENSE_POINTS", 0)
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", list(MECHANISMS))
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_every_mechanism_on_the_spiral(name, metric):
+def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
+    take_route(route, monkeypatch)
     X = js.datasets.load("spiral", n=1500, key=1)
     out = js.release_batch(3, MECHANISMS[name], X, eps=[1.0], seeds=2)
     check_pair(X, out, metric)
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("d", [1, 2, 3, 5, 10])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_dimensions(d, metric):
+def test_dimensions(d, metric, route, monkeypatch):
+    take_route(route, monkeypatch)
     X = js.datasets.load("subspace", n=800, d=d, k=min(d, 2), key=2)
     for mech in (js.PrunedPMM(), js.PrivTree(shift=d > 1)):
         check_pair(X, js.release_batch(4, mech, X, eps=[2.0], seeds=1), metric)
 
 
-def test_n_3000_coarse_blocks_smaller_than_the_data():
+def test_n_3000_coarse_blocks_smaller_than_the_data(monkeypatch):
     # 3000 points in 1024 blocks: the column-generation path, not the dense coarse one
+    take_route("levels", monkeypatch)
     X = js.datasets.load("two_moons", n=3000, key=0)
     out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=2)
     lower, upper, exact = check_pair(X, out, "linf", rtol=0.001)
@@ -85,6 +100,7 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
     # a coarsest level of more than DENSE_ARCS block-atom pairs is not solved densely;
     # n = 600: it is the points themselves, n = 3000: 1024 blocks, then the points
     monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
+    take_route("levels", monkeypatch)
     X = js.datasets.load("two_moons", n=n, key=3)
     for mech in (js.PMM(), js.PrivTree()):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
@@ -99,10 +115,10 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
     rng = np.random.default_rng(d)
     X = rng.random((5000, d)) ** 2                                     # uneven density
-    chunks = jnp.asarray(ctransform.point_chunks(X[exact_w1._morton_order(X)]))
+    chunks = jnp.asarray(ctransform.point_chunks(X[levels._morton_order(X)]))
     m = 3000
     atoms = rng.random((m, d))
-    atoms = atoms[exact_w1._morton_order(atoms)]
+    atoms = atoms[levels._morton_order(atoms)]
     size = ctransform.atom_bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
     diam = 1.0 if metric == "linf" else np.sqrt(d)
@@ -142,6 +158,7 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
     monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
+    take_route("levels", monkeypatch)
     X = js.datasets.load("spiral", n=2500, key=4)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)
@@ -158,12 +175,13 @@ def test_points_by_regions(metric, monkeypatch):
     # value (1.1% the worst seen; the 256 blocks' own duals were up to 9% below on
     # PrivTree)
     monkeypatch.setattr(exact_w1, "REGION", 512)
+    take_route("levels", monkeypatch)
     X = js.datasets.load("spiral", n=3000, key=5)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         out = js.release_batch(7, mech, X, eps=[1.0], seeds=2)
         exact = truth(X, out.points[0], out.weights[0], metric)
         for clusters in (1024, 256):
-            monkeypatch.setattr(exact_w1, "MAX_LP_BLOCKS", clusters)
+            monkeypatch.setattr(levels, "MAX_LP_BLOCKS", clusters)
             data = prepare_exact(X, clusters)
             assert [level.size for level in data.levels] == [clusters, 3000]
             for b, value in enumerate(exact):
@@ -186,17 +204,19 @@ def measure(points, weights):
                             visited=one, leaves=one, depth=0 * one, budget={}, info={})
 
 
-@pytest.mark.parametrize("path", ["dense", "column generation", "regions"])
+@pytest.mark.parametrize("path", ["full dense", "dense", "column generation", "regions"])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_adversarial_cases(metric, path, monkeypatch):
-    # the coarsest level solved densely or by column generation; or (levels of 64 and 512
-    # blocks) the points by regions of 256, with the plan-adapted level's lower end
+    # the full LP at once; the coarsest level solved densely or by column generation; or
+    # (levels of 64 and 512 blocks) the points by regions of 256, with the plan-adapted
+    # level's lower end
     options, adapted = {}, []
-    if path != "dense":
+    take_route("full dense" if path == "full dense" else "levels", monkeypatch)
+    if path not in ("full dense", "dense"):
         monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
     if path == "regions":
         options = dict(clusters=64)
-        monkeypatch.setattr(exact_w1, "MAX_LP_BLOCKS", 256)
+        monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 256)
         monkeypatch.setattr(exact_w1, "REGION", 256)
         split = exact_w1._adapted_level
         monkeypatch.setattr(exact_w1, "_adapted_level",
@@ -246,10 +266,9 @@ def test_prepared_data_and_batch_shapes():
 def test_arc_union_is_the_sorted_set_of_distinct_arcs():
     rng = np.random.default_rng(0)
     parts = [rng.integers(0, 500, size) for size in (0, 1, 300, 2000)]
-    np.testing.assert_array_equal(exact_w1._unique_arcs(*parts),
-                                  np.unique(np.concatenate(parts)))
-    np.testing.assert_array_equal(exact_w1._unique_arcs(np.array([7, 7, 7])), [7])
-    assert exact_w1._unique_arcs(np.array([], np.int64)).size == 0
+    np.testing.assert_array_equal(levels._unique_arcs(*parts), np.unique(np.concatenate(parts)))
+    np.testing.assert_array_equal(levels._unique_arcs(np.array([7, 7, 7])), [7])
+    assert levels._unique_arcs(np.array([], np.int64)).size == 0
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -268,3 +287,35 @@ def test_exact_is_what_w1_measures_by_default():
     out = js.release_batch(1, js.PrivTree(), X, eps=[1.0], seeds=2)
     for a, b in zip(js.w1(X, out), js.w1(X, out, method="exact", metric="linf")):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatch):
+    # the reproducibility promise: a replicate's pair is a function of the data and its
+    # own measure, bit for bit, whatever else is in the batch and in which order
+    take_route(route, monkeypatch)
+    X = js.datasets.load("spiral", n=1500, key=8)
+    out = js.release_batch(9, js.PrivTree(), X, eps=[0.5, 1.0, 2.0, 4.0], seeds=16)
+    points = np.asarray(out.points).reshape(64, -1, 2)
+    weights = np.asarray(out.weights).reshape(64, -1)
+    data = prepare_exact(X)
+    lower, upper = w1_exact(data, points, weights)
+    order = np.random.default_rng(0).permutation(64)
+    lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order])
+    np.testing.assert_array_equal(lower_shuffled, lower[order])
+    np.testing.assert_array_equal(upper_shuffled, upper[order])
+    for b in (0, 37):
+        alone = w1_exact(data, points[b:b + 1], weights[b:b + 1])
+        assert (alone[0][0], alone[1][0]) == (lower[b], upper[b])
+    assert np.all(upper - lower <= 0.01 * upper)
+
+
+def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():
+    # d = 1: the exact formula in float64 meets rtol = 1e-6 (the float32 formula's margin
+    # did not, silently); a pair wider than rtol always warns
+    X = js.datasets.load("subspace", n=2000, d=1, k=1, key=3)
+    out = js.release_batch(2, js.PrunedPMM(), X, eps=[1.0], seeds=3)
+    lower, upper, exact = check_pair(X, out, "linf", rtol=1e-6)
+    np.testing.assert_allclose(lower, exact, rtol=1e-6)
+    with pytest.warns(UserWarning, match="relative gap"):
+        js.w1(X, out, method="exact", rtol=1e-15)

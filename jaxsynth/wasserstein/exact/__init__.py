@@ -1,0 +1,29 @@
+"""Certified W1 between the whole data set and a synthetic measure (``w1_exact``).
+
+``solver`` runs multiscale column generation over the levels of the data and certifies
+``lower ≤ W1 ≤ upper`` with ``upper − lower ≤ rtol · upper``; ``simplex`` is the
+warm-startable network simplex it solves each restricted transport LP with.
+Derivations: ``docs/theory/exact-w1.md``.
+"""
+
+from jaxsynth.wasserstein.exact.certificate import pair_cost
+from jaxsynth.wasserstein.exact.levels import DEFAULT_CLUSTERS, ExactData, prepare_exact
+from jaxsynth.wasserstein.exact.solver import (
+    DEFAULT_RTOL,
+    canonical_atoms,
+    check_rtol,
+    w1_exact,
+    w1_exact_replicate,
+)
+
+__all__ = [
+    "DEFAULT_CLUSTERS",
+    "DEFAULT_RTOL",
+    "ExactData",
+    "canonical_atoms",
+    "check_rtol",
+    "pair_cost",
+    "prepare_exact",
+    "w1_exact",
+    "w1_exact_replicate",
+]

@@ -1,0 +1,186 @@
+"""The data's levels of Morton blocks, and the arcs and plans that move between them.
+
+``prepare_exact`` sorts the data along the Morton order and cuts it into levels of
+contiguous blocks (``clusters`` blocks, ``REFINE`` times as many at each next level, the
+points last), once per data set.  The helpers build candidate arcs (a level's parents'
+plan, the north-west coupling) and carry plans between levels (``point_shares``,
+``pushed``, ``adapted_level``).  Derivations: ``docs/theory/exact-w1.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsynth.core import partition
+from jaxsynth.core.validate import check_positive_int
+from jaxsynth.wasserstein.ctransform import point_chunks
+from jaxsynth.wasserstein.exact.certificate import _point_shares, pair_cost
+
+__all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "prepare_exact"]
+
+DEFAULT_CLUSTERS = 1024
+"""Morton blocks of the coarsest level."""
+MORTON_DEPTH = 64
+"""Bits of the Morton code that order the data and the atoms."""
+REFINE = 8
+"""Blocks of a level per block of the level above."""
+MAX_LP_BLOCKS = 1 << 17
+"""The most blocks of a level solved as one LP: the last level above the points has at
+most this many, and a points' level of more is solved by regions (``REGION``)."""
+
+
+def _morton_order(Z: np.ndarray) -> np.ndarray:
+    """Indices sorting points of [0,1]^d along the cyclic partition's Morton order."""
+    words = partition.morton_words(np.asarray(Z, np.float64), MORTON_DEPTH)
+    return np.lexsort(tuple(words[:, k] for k in reversed(range(words.shape[1]))))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Level:
+    """One resolution of the data: ``Q`` blocks, contiguous in the order ``ranks``.
+
+    Attributes:
+      starts: [Q + 1] block boundaries, as positions in ``ranks``.
+      centroids: [Q, d] float64 block centroids; masses: [Q] block masses (sizes / n).
+      chunks: [C, CHUNK, d] float32 centroids padded to whole chunks (device;
+        ``ctransform.point_chunks``).
+      ranks: [n] the points' Morton ranks in block order; ``None`` (the levels of
+        ``prepare_exact``): the Morton order itself.
+    """
+
+    starts: np.ndarray
+    centroids: np.ndarray
+    masses: np.ndarray
+    chunks: jax.Array
+    ranks: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.masses)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ExactData:
+    """A data set prepared once for ``w1_exact`` against many measures.
+
+    Attributes:
+      X: [n, d] float64 data.
+      order: the Morton order of the data (rank ``r`` is the point ``order[r]``).
+      levels: coarsest first; block counts ``clusters, 8·clusters, ...``, the last one
+        the points themselves (one block per point, in Morton order).
+    """
+
+    X: np.ndarray
+    order: np.ndarray
+    levels: tuple
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+
+def _level(X_sorted: np.ndarray, size: int) -> Level:
+    n, d = X_sorted.shape
+    starts = (np.arange(size + 1) * n) // size
+    sizes = np.diff(starts)
+    centroids = np.add.reduceat(X_sorted, starts[:-1], axis=0) / sizes[:, None]
+    return Level(starts, centroids, sizes / n, jnp.asarray(point_chunks(centroids)))
+
+
+def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
+    """Morton order and the levels of blocks of validated data ``X`` [n, d]."""
+    X = np.asarray(X, np.float64)
+    n = X.shape[0]
+    clusters = check_positive_int(clusters, "clusters")
+    order = _morton_order(X)
+    sizes = [min(clusters, n)]
+    while sizes[-1] < n:  # up to MAX_LP_BLOCKS blocks, then the points
+        finer = REFINE * sizes[-1]
+        sizes.append(n if finer >= n or sizes[-1] >= MAX_LP_BLOCKS else min(finer, MAX_LP_BLOCKS))
+    return ExactData(X, order, tuple(_level(X[order], q) for q in sizes))
+
+
+def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:
+    """Arcs (``block · m + atom``) of each fine block to the atoms that the coarse blocks
+    holding its first and last point send mass to (``rows``, ``cols``: the coarse plan)."""
+    order = np.argsort(rows, kind="stable")
+    rows, cols = rows[order], cols[order]
+    indptr = np.searchsorted(rows, np.arange(coarse.size + 1))
+    arcs = []
+    for rank in (fine.starts[:-1], fine.starts[1:] - 1):
+        parent = np.searchsorted(coarse.starts, rank, side="right") - 1
+        count = indptr[parent + 1] - indptr[parent]
+        first = np.repeat(indptr[parent] - np.cumsum(count) + count, count)
+        arcs.append(np.repeat(np.arange(fine.size), count) * m
+                    + cols[first + np.arange(count.sum())])
+    return np.concatenate(arcs)
+
+
+def _unique_arcs(*parts) -> np.ndarray:
+    """Sorted distinct arc indices of the concatenated ``parts`` (a sort: NumPy's hashing
+    ``np.unique`` of integers is many times slower on arrays this large)."""
+    arcs = np.sort(np.concatenate(parts))
+    first = np.ones(len(arcs), bool)
+    first[1:] = arcs[1:] != arcs[:-1]
+    return arcs[first]
+
+
+def _northwest_arcs(a, b):
+    """Arcs (rows, cols) of the north-west-corner coupling of the weights ``a`` and ``b``
+    in their orders: a coupling, so the arcs make any transport LP feasible."""
+    ca, cb = np.cumsum(a), np.cumsum(b)
+    ca[-1] = cb[-1] = 1.0
+    starts = np.unique(np.concatenate([[0.0], ca, cb]))[:-1]
+    i = np.minimum(np.searchsorted(ca, starts, side="right"), len(a) - 1)
+    j = np.minimum(np.searchsorted(cb, starts, side="right"), len(b) - 1)
+    return i, j
+
+
+def _adapted_level(data: ExactData, coarse: Level, plan, m: int):
+    """The blocks of ``coarse`` split by the atom each of their points sends most mass to
+    under the points' coupling ``plan`` (rows: Morton ranks): blocks whose points the
+    plan sends alike.  Returns the level and the arcs (``block · m + atom``) that carry
+    ``plan`` on it."""
+    rows, cols, mass = plan
+    order = np.lexsort((-mass, rows))
+    first = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]
+    main = np.empty(data.n, np.int64)
+    main[rows[first]] = cols[first]
+    parent = np.searchsorted(coarse.starts, np.arange(data.n), side="right") - 1
+    keys = parent * m + main
+    ranks = np.argsort(keys, kind="stable")  # parents stay contiguous, Morton order inside
+    keys = keys[ranks]
+    starts = np.r_[np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]), data.n]
+    sizes = np.diff(starts)
+    centroids = np.add.reduceat(data.X[data.order[ranks]], starts[:-1], axis=0) / sizes[:, None]
+    level = Level(starts, centroids, sizes / data.n,
+                  jnp.asarray(point_chunks(centroids, bucket=True)), ranks)
+    position = np.empty(data.n, np.int64)
+    position[ranks] = np.arange(data.n)
+    block = np.searchsorted(starts, position, side="right") - 1
+    return level, _unique_arcs(block[rows] * m + cols)
+
+
+def _mean_costs(data: ExactData, level: Level, rows, cols, atoms, metric):
+    """Arc costs of blocks ``rows`` to atoms ``cols``: the mean cost of the blocks' points
+    (float64), so a block plan's cost is that of the coupling of points it stands for."""
+    ranks, atom, _ = _point_shares(level, (rows, cols, np.ones(len(rows))))
+    sizes = np.diff(level.starts)[rows]
+    costs = pair_cost(data.X[data.order[ranks]], atoms[atom], metric)
+    return np.add.reduceat(costs, np.cumsum(sizes) - sizes) / sizes
+
+
+def _pushed(coarse: Level, level: Level, plan, m: int):
+    """The coupling ``_upper`` certifies (``_point_shares`` of the coarse plan), summed
+    over the blocks of a finer ``level``: its plan (rows, cols, mass)."""
+    ranks, cols, share = _point_shares(coarse, plan)
+    keys = (np.searchsorted(level.starts, ranks, side="right") - 1) * m + cols
+    order = np.argsort(keys, kind="stable")
+    keys, share = keys[order], share[order]
+    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    fine_rows, fine_cols = np.divmod(keys[first], m)
+    return fine_rows, fine_cols, np.add.reduceat(share, first)

@@ -1,0 +1,483 @@
+"""Certified W1 between the *whole* data set and a synthetic measure, to a relative gap.
+
+``w1_exact`` returns, per replicate, ``lower ≤ W1(μ_X, ν) ≤ upper`` with
+``upper − lower ≤ rtol · upper`` (the ℓ∞ or ℓ2 ground metric; the quantity bounded by
+He, Vershynin, Zhu, COLT 2023, and Zare Moayedi et al., arXiv 2609.33363, §7).  The lower
+end is a dual value certified by the c-transform over all atoms
+(``ctransform.reduced_pass``); the upper end is the cost of a coupling
+(``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
+(``certificate.line_w1``); ``n · M ≤ DENSE_POINTS``, the full LP at once; otherwise
+multiscale column generation over the data's levels of Morton blocks
+(``levels.prepare_exact``), each restricted LP warm-started from the replicate's own
+previous duals (``lp.solve_arcs``), the points solved by regions on large data.  A pair
+wider than ``rtol`` warns and is still certified.
+
+A replicate's pair depends only on the data and its own measure (canonical atom order,
+no state shared between replicates), whatever the batch or the thread that runs it.
+
+Derivations, the routes' rules and the rounding bounds: ``docs/theory/exact-w1.md``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import time
+import warnings
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxsynth.core import partition
+from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
+from jaxsynth.wasserstein.exact import levels, lp
+from jaxsynth.wasserstein.exact.certificate import coupling_upper, line_w1, pair_cost
+from jaxsynth.wasserstein.exact.levels import (
+    DEFAULT_CLUSTERS,
+    ExactData,
+    Level,
+    _adapted_level,
+    _inherited_arcs,
+    _mean_costs,
+    _morton_order,
+    _northwest_arcs,
+    _pushed,
+    _unique_arcs,
+)
+
+__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "w1_exact", "w1_exact_replicate"]
+
+DEFAULT_RTOL = 0.01
+"""Default relative gap ``(upper − lower) / upper`` of the certified pair."""
+CANDIDATES = 4
+"""Arcs per point taken from the reduced costs (and added per violating point)."""
+COARSE_CANDIDATES = 8
+"""The same at the coarsest level, whose blocks are large and send mass to many atoms."""
+DENSE_ARCS = 1 << 20
+"""A coarsest level with at most this many block-atom pairs is solved densely at once
+(cheaper than column generation on small problems)."""
+DENSE_POINTS = 1 << 21
+"""Data and atoms with at most this many point-atom pairs take the full LP at once (POT's
+dense solve), faster there than the levels (``benchmarks/bench_exact.py``)."""
+MAX_ROUNDS = 64
+"""Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
+REGION = 1 << 14
+"""Consecutive points per region of the points' level when it is solved by regions."""
+REGION_SWEEPS = 3
+"""Sweeps over the regions at most (each one shifted by half a region)."""
+SETTLED = 0.1
+"""The plan-adapted level (large data) stops once a round lowers its LP's value by less
+than ``SETTLED · rtol · upper``."""
+THREADS_PER_CORE = 2
+"""Replicates evaluated at once per CPU core (``w1_exact``)."""
+STALL = 1.0
+"""A level above the points is left once a round raises its dual value by less than
+``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
+than more rounds."""
+
+
+def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
+                       rtol: float = DEFAULT_RTOL, times: dict | None = None
+                       ) -> tuple[float, float]:
+    """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
+
+    Weights are normalised by their sum.  A pair wider than ``rtol`` (the round limit, or
+    ``rtol`` below the float32 rounding of the c-transform) warns; it is still certified.
+
+    Args:
+      times: if given, seconds per phase are added to it: ``"lp"`` (transport LPs),
+        ``"pass"`` (the blocks' passes over all atoms), ``"lower"`` (the points'
+        c-transform), ``"upper"`` (the couplings' costs), ``"total"``.
+    """
+    start = time.perf_counter()
+    lower, upper = _replicate(data, points, weights, metric, rtol, {} if times is None else times)
+    if times is not None:
+        times["total"] = times.get("total", 0.0) + time.perf_counter() - start
+    if upper - lower > rtol * upper:
+        warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
+                      "the pair is still certified", stacklevel=2)
+    return lower, upper
+
+
+def _timed(times: dict, phase: str, fn):
+    """``fn`` adding its seconds to ``times[phase]``."""
+
+    def run(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            times[phase] = times.get(phase, 0.0) + time.perf_counter() - start
+
+    return run
+
+
+class Replicate(NamedTuple):
+    """One measure's fixed inputs: the data, its atoms in Morton order and their weights,
+    the atoms padded on device (``y``, ``size`` rows), the options, and ``times``."""
+
+    data: ExactData
+    atoms: np.ndarray
+    w: np.ndarray
+    y: jax.Array
+    size: int
+    diam: float
+    metric: str
+    rtol: float
+    times: dict
+
+    @property
+    def m(self) -> int:
+        return len(self.w)
+
+
+class Pair(NamedTuple):
+    """The certified pair so far."""
+
+    lower: float
+    upper: float
+
+    def met(self, rtol: float) -> bool:
+        return self.upper - self.lower <= rtol * self.upper
+
+    def tightened(self, lower: float = 0.0, upper: float = np.inf) -> Pair:
+        return Pair(max(self.lower, lower), min(self.upper, upper))
+
+
+class Solved(NamedTuple):
+    """The last level solved: its plan (rows, cols, mass) and duals."""
+
+    level: Level
+    plan: tuple
+    u: np.ndarray
+    v: np.ndarray
+
+
+def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times) -> Replicate:
+    atoms = np.asarray(points, np.float32).astype(np.float64)
+    w = np.asarray(weights, np.float64)
+    order = _morton_order(atoms)          # groups of consecutive atoms are compact
+    atoms, w = atoms[order], w[order] / w.sum()
+    size = atom_bucket(len(w))
+    y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - len(w), 0)]),
+                    jnp.float32)
+    diam = float(partition.diameter(0, data.X.shape[1], metric))
+    return Replicate(data, atoms, w, y, size, diam, metric, rtol, times)
+
+
+def _lp(rep: Replicate, solve, *args):
+    """An LP solve, its seconds added to ``rep.times["lp"]``."""
+    return _timed(rep.times, "lp", solve)(*args)
+
+
+def _upper(rep: Replicate, level: Level, plan) -> float:
+    """Certified upper end of a level's plan, its seconds added to ``times["upper"]``."""
+    return _timed(rep.times, "upper", coupling_upper)(rep.data, level, rep.atoms, rep.w, plan,
+                                                      rep.metric)
+
+
+def _centred(rep: Replicate, v):
+    """``v − max v`` (potentials are defined up to a constant), float32, padded."""
+    return np.concatenate([v - v.max(), np.full(rep.size - rep.m, -4.0 * rep.diam - 1)]).astype(
+        np.float32)
+
+
+def _scan(rep: Replicate, chunks, count, v, k=0, phase="pass"):
+    """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks`` (float64)
+    and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
+    start = time.perf_counter()
+    fmin, best = reduced_pass(chunks, rep.y, jnp.asarray(_centred(rep, v)), rep.metric, k)
+    rep.times[phase] = rep.times.get(phase, 0.0) + time.perf_counter() - start
+    return fmin[:count].astype(np.float64) - v.max(), best[:count]
+
+
+def _lower_end(rep: Replicate, v):
+    """Certified dual value of ``v`` (float32 rounding subtracted), and the c-transform.
+
+    The pass sees the centred float32 potentials ``vv``; ``(min_j c − vv_j, vv)`` is the
+    dual-feasible pair whose value is certified."""
+    d = rep.data.X.shape[1]
+    vv = _centred(rep, v)[:rep.m].astype(np.float64)
+    fmin = _scan(rep, rep.data.levels[-1].chunks, rep.data.n, v, phase="lower")[0]
+    err = (d + 4) * 2.0**-24 * (rep.diam + np.abs(vv).max()) + np.sqrt(d) * 2.0**-24
+    return float(np.dot(rep.w, vv) + (fmin + v.max()).mean() - err), fmin
+
+
+def _best_atoms(rep: Replicate, centroids, v, count):
+    """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
+    chunks = jnp.asarray(point_chunks(centroids, bucket=True))
+    return _scan(rep, chunks, len(centroids), v, count)[1]
+
+
+def _arcs_of(rows, best, m: int):
+    """Arcs of blocks ``rows`` to their atoms ``best[rows]``."""
+    return np.repeat(rows, best.shape[1]) * m + best[rows].ravel()
+
+
+def _full_dense(rep: Replicate) -> Pair:
+    """Small problems: the full LP at once (POT's dense solve); both ends from it."""
+    level = rep.data.levels[-1]
+    solution = _lp(rep, lp.solve_dense, level.masses, rep.w, pair_cost(
+        level.centroids[:, None, :], rep.atoms[None, :, :], rep.metric))
+    return Pair(_lower_end(rep, solution.v)[0], _upper(rep, level, solution[:3]))
+
+
+def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
+    """Level ``index`` by column generation (or densely, a small coarsest level), the
+    pair tightened after every round; returns ``(pair, Solved)``."""
+    data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
+    level = data.levels[index]
+    coarsest, finest = last is None, index == len(data.levels) - 1
+    if coarsest and level.size * m <= DENSE_ARCS:
+        solution = _lp(rep, lp.solve_dense, level.masses, w, pair_cost(
+            level.centroids[:, None, :], rep.atoms[None, :, :], rep.metric))
+        pair = pair.tightened(upper=_upper(rep, level, solution[:3]))
+        return _leave(rep, index, pair, solution.v), Solved(level, solution[:3], solution.u,
+                                                           solution.v)
+    k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
+    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
+    v = np.zeros(m) if coarsest else last.v
+    inherited = [] if coarsest else [_inherited_arcs(last.level, level, last.plan[0],
+                                                     last.plan[1], m)]
+    _, best = _scan(rep, level.chunks, level.size, v, k)
+    arcs = _unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
+                        nw_rows * m + nw_cols)
+    # the level above's duals start the first LP (blocks take their parent's)
+    solution = None if coarsest else lp.Plan((), (), (), last.u[np.searchsorted(
+        last.level.starts, level.starts[:-1], "right") - 1], last.v)
+    previous = -np.inf
+    for _ in range(MAX_ROUNDS):
+        r, c = np.divmod(arcs, m)
+        solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
+                       pair_cost(level.centroids[r], rep.atoms[c], rep.metric), solution)
+        plan, u, v = solution[:3], solution.u, solution.v
+        # the blocks' c-transform, and their best atoms (one pass over all atoms)
+        if finest and not coarsest:  # the pair first: one round usually meets rtol
+            upper = _upper(rep, level, plan)
+            value, fmin = _lower_end(rep, v)  # the points' c-transform: the blocks'
+            pair = pair.tightened(value, upper)
+            if pair.met(rtol):
+                break
+            _, best = _scan(rep, level.chunks, level.size, v, k)
+        else:
+            fmin, best = _scan(rep, level.chunks, level.size, v, k)
+        if not coarsest and not finest:
+            pair, value = _certify(rep, pair, level, plan, v, fmin)
+            if pair.met(rtol):
+                break
+            if value - previous < STALL * rtol * pair.upper:
+                break  # stalled: refine
+            previous = value
+        # column generation: the best arcs of every block whose dual constraint fails
+        violating = np.flatnonzero(fmin < u - 1e-12)
+        if violating.size == 0:  # the level's LP is solved
+            break
+        grown = _unique_arcs(arcs, _arcs_of(violating, best, m))
+        if len(grown) == len(arcs):  # the level's LP is solved
+            break
+        arcs = grown
+    if coarsest:  # certified at its optimum
+        pair = pair.tightened(upper=_upper(rep, level, plan))
+    if coarsest or not finest:  # (the points' own rounds took their lower end)
+        pair = _leave(rep, index, pair, v)
+    return pair, Solved(level, plan, u, v)
+
+
+def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, fmin):
+    """Tighten the pair with the plan and atom duals of a level above the points
+    (``fmin``: the c-transform of its blocks); returns ``(pair, the level's dual value)``.
+    The lower end is a pass over all points, taken here only once the level's dual value
+    (its estimate) meets rtol (and as the last level above the points is left)."""
+    pair = pair.tightened(upper=_upper(rep, level, plan))
+    value = float(np.dot(rep.w, v) + np.dot(level.masses, fmin))
+    if pair.upper - value <= rep.rtol * pair.upper:
+        pair = pair.tightened(lower=_lower_end(rep, v)[0])
+    return pair, value
+
+
+def _leave(rep: Replicate, index: int, pair: Pair, v) -> Pair:
+    """As level ``index`` is left: its duals give the lower end if it is the points' level
+    or the last one above it (near-optimal for the blocks, those usually beat the duals of
+    the points' first restricted LP; and the regions' duals are not one dual solution)."""
+    if index + 2 >= len(rep.data.levels) and not pair.met(rep.rtol):
+        pair = pair.tightened(lower=_lower_end(rep, v)[0])
+    return pair
+
+
+def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
+    """The points' level of large data: by regions (shifted sweeps), then, if the gap is
+    still above rtol, the plan-adapted level's LP for the lower end."""
+    level = rep.data.levels[-1]
+    plan = _pushed(last.level, level, last.plan, rep.m)
+    for sweep in range(REGION_SWEEPS):
+        plan = _regional(rep, level, plan, last.v, sweep * REGION // 2 % REGION)
+        previous, pair = pair.upper, pair.tightened(upper=_upper(rep, level, plan))
+        if pair.met(rep.rtol) or previous - pair.upper < STALL * rep.rtol * pair.upper:
+            break
+    if not pair.met(rep.rtol):
+        pair = _adapted(rep, pair, last.level, plan, last.v)
+    return pair
+
+
+def _regional(rep: Replicate, level: Level, plan, v, shift: int):
+    """The points' LP by regions of ``REGION`` consecutive points (shifted by ``shift``),
+    each sending to every atom what ``plan`` sends from it: exact subproblems (column
+    generation from the best arcs under ``v``, to their optimum) whose plans together are
+    a coupling, returned."""
+    m = rep.m
+    rows, cols, mass = plan
+    region = (rows + shift) // REGION
+    order = np.argsort(region, kind="stable")
+    rows, cols, mass, region = rows[order], cols[order], mass[order], region[order]
+    bounds = np.searchsorted(region, np.arange(region[-1] + 2))
+    parts = []
+    for r in range(len(bounds) - 1):
+        lo, hi = max(0, r * REGION - shift), min(level.size, (r + 1) * REGION - shift)
+        part = slice(bounds[r], bounds[r + 1])
+        used, local = np.unique(cols[part], return_inverse=True)
+        k = len(used)
+        inside = np.full(m, -1)
+        inside[used] = np.arange(k)
+        masses = level.masses[lo:hi]
+        sends = np.bincount(local, mass[part], k)
+        sends *= masses.sum() / sends.sum()
+        centroids = level.centroids[lo:hi]
+
+        def region_arcs(blocks, potentials):
+            """Arcs of ``blocks`` to their best atoms that the region sends mass to."""
+            best = _best_atoms(rep, centroids[blocks], potentials, min(CANDIDATES, m))
+            keep = inside[best] >= 0
+            return np.repeat(blocks, best.shape[1])[keep.ravel()] * k + inside[best][keep]
+
+        nw_rows, nw_cols = _northwest_arcs(masses, sends)
+        arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
+                            region_arcs(np.arange(hi - lo), v))
+        chunks = jnp.asarray(point_chunks(centroids, bucket=True))
+        solution = None
+        for _ in range(MAX_ROUNDS):
+            r_, c_ = np.divmod(arcs, k)
+            solution = _lp(rep, lp.solve_arcs, masses, sends, r_, c_,
+                           pair_cost(centroids[r_], rep.atoms[used[c_]], rep.metric), solution)
+            # the region's duals as potentials of all atoms (the others never best)
+            own = np.full(m, solution.v.min() - 4.0 * rep.diam - 1)
+            own[used] = solution.v
+            fmin = _scan(rep, chunks, hi - lo, own)[0]
+            violating = np.flatnonzero(fmin < solution.u - 1e-12)
+            if violating.size == 0:
+                break
+            grown = _unique_arcs(arcs, region_arcs(violating, own))
+            if len(grown) == len(arcs):
+                break
+            arcs = grown
+        parts.append((solution.rows + lo, used[solution.cols], solution.mass))
+    return tuple(np.concatenate(part) for part in zip(*parts))
+
+
+def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
+    """Both ends from the LP of the plan-adapted level (``_adapted_level``: the blocks of
+    ``coarse`` split by the atom the regions' coupling ``plan`` sends their points to; arc
+    costs the mean over a block's points, ``_mean_costs``).  Its duals, unlike the
+    regions', are one dual solution; and near-homogeneous blocks make them nearly the
+    points' own.  Column generation from the arcs that carry ``plan``, each block's best
+    atoms under ``v`` and north-west arcs, while a round lowers the LP's value by
+    ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate atoms that
+    few arcs reach, so the lower end is taken after each round)."""
+    data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
+    level, carried = _adapted_level(data, coarse, plan, m)
+    k = min(CANDIDATES, m)
+    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
+    _, best = _scan(rep, level.chunks, level.size, v, k)
+    arcs = _unique_arcs(carried, _arcs_of(np.arange(level.size), best, m), nw_rows * m + nw_cols)
+    previous, solution = np.inf, None
+    for _ in range(MAX_ROUNDS):
+        r, c = np.divmod(arcs, m)
+        solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
+                       _mean_costs(data, level, r, c, rep.atoms, rep.metric), solution)
+        u, v = solution.u, solution.v
+        pair = pair.tightened(_lower_end(rep, v)[0], _upper(rep, level, solution[:3]))
+        value = float(np.dot(level.masses, u) + np.dot(w, v))
+        if pair.met(rtol) or previous - value < SETTLED * rtol * pair.upper:
+            break
+        previous = value
+        # candidates from the centroids' reduced costs (a norm is convex: mean costs are
+        # never below the centroid's)
+        fmin, best = _scan(rep, level.chunks, level.size, v, k)
+        grown = _unique_arcs(arcs, _arcs_of(np.flatnonzero(fmin < u - 1e-12), best, m))
+        if len(grown) == len(arcs):
+            break
+        arcs = grown
+    return pair
+
+
+def _replicate(data: ExactData, points, weights, metric, rtol, times):
+    """``w1_exact_replicate``'s pair, unchecked: the route by size, then the phases."""
+    n, d, m = data.n, data.X.shape[1], len(weights)
+    diam = float(partition.diameter(0, d, metric))
+    if d == 1:  # the exact formula in float64; its rounding is below (n + M + 1) · 2^-50
+        w = np.asarray(weights, np.float64)
+        value = line_w1(data.X[:, 0], np.asarray(points, np.float32)[:, 0].astype(np.float64),
+                        w / w.sum())
+        err = (n + m + 1) * 2.0**-50
+        return max(0.0, value - err), min(diam, value + err)
+    rep = _replicate_inputs(data, points, weights, metric, rtol, times)
+    if n * m <= DENSE_POINTS:
+        pair = _full_dense(rep)
+    else:
+        pair, last = Pair(0.0, diam), None
+        for index, level in enumerate(data.levels):
+            if pair.met(rtol):
+                break
+            if last is not None and index == len(data.levels) - 1 \
+                    and level.size > levels.MAX_LP_BLOCKS:
+                pair = _solve_regions(rep, pair, last)
+                break
+            pair, last = _solve_level(rep, index, pair, last)
+    return max(0.0, min(pair.lower, pair.upper)), min(diam, pair.upper)
+
+
+def check_rtol(rtol) -> float:
+    """``rtol`` as a float in (0, 1), or ``ValueError`` naming it."""
+    if isinstance(rtol, (bool, np.bool_)) or not isinstance(rtol, (int, float, np.number)):
+        raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}")
+    if not 0 < float(rtol) < 1:
+        raise ValueError(f"rtol must be in (0, 1); got {rtol!r}")
+    return float(rtol)
+
+
+def w1_exact(data: ExactData, points, weights, metric: str = "linf",
+             rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """Certified pairs for a batch of measures ``points`` [B, M, d], ``weights`` [B, M].
+
+    One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
+    (coordinates, then weight), so a replicate's pair depends only on its own atoms.
+    Replicates run on a pool of ``THREADS_PER_CORE`` threads per CPU core (one per core
+    for data of more than ``levels.MAX_LP_BLOCKS`` points, whose replicates hold gigabytes): the
+    network simplex and JAX's computations release the GIL, so they run in parallel, and
+    a second thread per core runs while another holds the GIL for NumPy glue; each
+    replicate's computation is the same whatever thread runs it.
+
+    Returns:
+      (lower [B], upper [B]) float64.
+    """
+    rtol = check_rtol(rtol)
+    per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
+    workers = max(1, min(len(weights), per_core * (os.cpu_count() or 1)))
+
+    def one(b):
+        p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
+        return w1_exact_replicate(data, p, w, metric, rtol)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        pairs = list(pool.map(one, range(len(weights))))
+    lower, upper = np.array(pairs, np.float64).reshape(-1, 2).T
+    return lower.copy(), upper.copy()
+
+
+def canonical_atoms(points: np.ndarray, weights: np.ndarray):
+    """A replicate's positive atoms in a canonical order (coordinates, then weight), host."""
+    live = weights > 0
+    p, w = points[live], weights[live]
+    order = np.lexsort((w,) + tuple(p[:, k] for k in reversed(range(p.shape[1]))))
+    return p[order], w[order]

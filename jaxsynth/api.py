@@ -96,9 +96,13 @@ def release_fn(mech, X, eps):
         need the host during a release (capacity reruns, PrivTree's LP reconstruction).
 
     Example:
+      >>> import jax, jax.numpy as jnp
+      >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> fn = js.release_fn(js.PMM(depth=4), X, [0.5, 1.0])
       >>> keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(0), s))(jnp.arange(8))
       >>> out = jax.jit(jax.vmap(fn, in_axes=(0, None)))(keys, 1)  # 8 replicates at ε = 1
+      >>> out.weights.shape
+      (8, 16)
     """
     check_mechanism(mech)
     eps = check_epsilon(eps)

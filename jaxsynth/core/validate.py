@@ -48,7 +48,8 @@ def check_data(X, name: str = "X", *, wide: bool = False) -> np.ndarray:
     """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``.
 
     Refused besides: ``d > MAX_DIMENSION``, and data that look transposed (``d > n`` and
-    ``d > WIDE_FROM``: 3 × 2000 is more likely 2000 points in d = 3) unless ``wide``.
+    ``d > WIDE_FROM``: three rows of 2000 values are more likely 2000 points in d = 3)
+    unless ``wide``.
     """
     arr = check_real_array(X, name)
     if arr.ndim != 2:

@@ -48,6 +48,7 @@ def mean_interval(values, level: float = LEVEL):
       ``m3 / (6 sd² S)`` (``m3`` the unbiased third central moment; no shift for S = 2).
 
     Example:
+      >>> from jaxsynth.experiments.summary import mean_interval
       >>> mean, low, high = mean_interval([1.0, 2.0, 3.0])
       >>> float(mean), round(float(high - mean), 3)
       (2.0, 2.484)
@@ -213,9 +214,10 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
         differ in ``kind``, ``config``, ``d`` or ``metric`` (named).
 
     Example:
+      >>> import pandas as pd
       >>> df = pd.DataFrame({"mechanism": "m", "data": "x", "n": 10, "eps": 1.0,
       ...                    "seed": [0, 1, 2], "w1_exact_upper": [1.0, 2.0, 3.0]})
-      >>> summarize(df)[["mean", "seeds"]].to_dict("records")
+      >>> js.summarize(df)[["mean", "seeds"]].to_dict("records")
       [{'mean': 2.0, 'seeds': 3}]
     """
     if not isinstance(df, pd.DataFrame):

@@ -8,12 +8,13 @@ bound), ``bounds`` (certified bracket), ``exact1d`` (the 1-D formula) and ``sink
 (ott-jax, imported on use: it is slow to import).
 """
 
+from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.wasserstein.bounds import bracket, projection_lower, tree_upper
-from jaxsynth.wasserstein.dispatch import GROUND_METRICS, METHODS, w1
+from jaxsynth.wasserstein.dispatch import w1
 from jaxsynth.wasserstein.exact import ExactData, prepare_exact, w1_exact
 from jaxsynth.wasserstein.exact1d import w1_exact1d, wasserstein_1d
 from jaxsynth.wasserstein.method import Batch, W1Method
-from jaxsynth.wasserstein.registry import REGISTRY
+from jaxsynth.wasserstein.registry import METHODS, REGISTRY
 from jaxsynth.wasserstein.tree import TreeData, TreeW1, tree_w1
 from jaxsynth.wasserstein.tree import prepare as prepare_w1
 

@@ -75,8 +75,11 @@ def section(record: dict) -> list[str]:
              f"Run {record['date']} on {where}; {ran} (`benchmarks/results/{record['_file']}`).",
              ""]
     lines += table(record["rows"]) + [""]
-    if record.get("notes"):
-        lines += [record["notes"].strip(), ""]
+    notes = record.get("notes")
+    if isinstance(notes, list):  # one note per item
+        lines += [f"- {note.strip()}" for note in notes] + [""]
+    elif notes:
+        lines += [notes.strip(), ""]
     return lines
 
 

@@ -4,7 +4,7 @@ Every benchmark saves its run with ``write``: the benchmark's name, the date (UT
 machine, the versions of Python, JAX, NumPy, POT and jaxsynth, a ``description`` of what
 each row means, the ``rows`` (dicts with the same keys; numbers as numbers, ratios against
 the same run's baseline as their own keys) and ``notes`` (where the time goes, targets met
-or missed).  ``benchmarks/report.py`` writes BENCHMARKS.md from the newest file of each
+or missed: one text, or a list of them).  ``benchmarks/report.py`` writes BENCHMARKS.md from the newest file of each
 benchmark.  The file is written atomically (a temporary file renamed into place).
 """
 

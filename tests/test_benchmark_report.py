@@ -56,6 +56,15 @@ def test_report_shows_the_newest_run_of_each_benchmark(tmp_path):
     assert text.index("## alpha") < text.index("## beta")
 
 
+def test_report_lists_notes_given_as_a_list(tmp_path):
+    record(tmp_path, "gamma", "2026-12-01T10:00:00+00:00", 1.0)
+    path = next(tmp_path.glob("*.json"))
+    data = json.loads(path.read_text())
+    data["notes"] = ["first note", "second note"]
+    path.write_text(json.dumps(data))
+    assert "- first note\n- second note\n" in report.report(tmp_path)
+
+
 def test_report_refuses_an_empty_directory(tmp_path):
     with pytest.raises(ValueError, match="no result file"):
         report.report(tmp_path)

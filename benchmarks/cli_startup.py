@@ -12,17 +12,15 @@ Writes ``benchmarks/results/cli-startup-<UTC time>.json``.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import results  # noqa: E402
 
 TARGET_S = 1.0
 """``jaxsynth --help`` must answer within this many seconds."""
@@ -48,27 +46,6 @@ def seconds(args: list[str], runs: int) -> tuple[float, int]:
     return statistics.median(times), code
 
 
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
-
-
-def write_atomically(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(handle, "w") as file:
-        json.dump(payload, file, indent=2)
-        file.write("\n")
-    os.replace(temporary, path)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -78,25 +55,16 @@ def main(argv=None) -> int:
     rows = [{"command": name, "seconds": round(s, 4), "exit_status": code, "runs": args.runs,
              "vs_import_jax": round(s / former, 3)} for name, (s, code) in measured.items()]
     help_s = measured["jaxsynth --help"][0]
-    now = datetime.datetime.now(datetime.timezone.utc)
-    payload = {
-        "benchmark": "cli-startup",
-        "date": now.isoformat(timespec="seconds"),
-        "machine": machine(),
-        "versions": {"python": platform.python_version(), "jax": version("jax"),
-                     "numpy": version("numpy"), "POT": version("POT"),
-                     "jaxsynth": version("jaxsynth")},
-        "description": "Wall seconds (median of runs) of a new process answering before any "
-                       "work; vs_import_jax: the ratio to 'python -c \"import jax\"', which "
-                       "every command paid while the command line loaded JAX before parsing.",
-        "rows": rows,
-        "notes": f"target: jaxsynth --help under {TARGET_S:g} s: "
-                 f"{'met' if help_s < TARGET_S else 'MISSED'} ({help_s:.2f} s). Parsing loads "
-                 "neither JAX, NumPy nor pandas; what is left is the interpreter's start-up "
-                 "and argparse.",
-    }
-    out = Path(__file__).parent / "results" / f"cli-startup-{now:%Y%m%dT%H%M%SZ}.json"
-    write_atomically(out, payload)
+    out = results.write(
+        "cli-startup",
+        "Wall seconds (median of runs) of a new process answering before any work; "
+        "vs_import_jax: the ratio to 'python -c \"import jax\"', which every command paid "
+        "while the command line loaded JAX before parsing.",
+        rows,
+        f"target: jaxsynth --help under {TARGET_S:g} s: "
+        f"{'met' if help_s < TARGET_S else 'MISSED'} ({help_s:.2f} s). Parsing loads "
+        "neither JAX, NumPy nor pandas; what is left is the interpreter's start-up and "
+        "argparse.")
     for row in rows:
         print(f"{row['seconds']:8.3f} s  {row['vs_import_jax']:6.3f}  {row['command']}")
     print(f"wrote {out}")

@@ -113,8 +113,10 @@ def test_unnameable_statics_and_no_cache_run_as_plain_jit(exported_dir, monkeypa
     assert not exported_dir.exists()
 
 
-@pytest.mark.parametrize("mechanism", [js.PMM(), js.AdaptivePrunedPMM(), js.PrivTree(shift=True)],
-                         ids=["pmm", "adaptive-pruned-pmm", "privtree-shift"])
+@pytest.mark.parametrize("mechanism", [
+    pytest.param(js.PMM(), id="pmm"),
+    pytest.param(js.AdaptivePrunedPMM(), id="adaptive-pruned-pmm", marks=pytest.mark.slow),
+    pytest.param(js.PrivTree(shift=True), id="privtree-shift", marks=pytest.mark.slow)])
 def test_releases_from_exported_kernels_equal_plain_releases(mechanism, exported_dir,
                                                              monkeypatch):
     X = js.datasets.load("spiral", n=700, key=0)

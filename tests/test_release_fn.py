@@ -14,8 +14,10 @@ from jaxsynth.experiments import datasets
 FIELDS = ("points", "weights", "leaf_depth", "size", "visited", "leaves", "depth")
 
 
-@pytest.mark.parametrize("mech", [js.PMM(depth=5), js.PrunedPMM(depth=8, engine="sparse")],
-                         ids=["pmm", "pruned-sparse"])
+@pytest.mark.parametrize("mech", [
+    pytest.param(js.PMM(depth=5), id="pmm"),
+    pytest.param(js.PrunedPMM(depth=8, engine="sparse"), id="pruned-sparse",
+                 marks=pytest.mark.slow)])
 def test_vmapped_release_fn_equals_release_batch_bitwise(mech):
     X = datasets.load("spiral", n=400, key=2)
     eps = [0.5, 2.0]

@@ -10,10 +10,10 @@ clamp; halved sensitivity ``2ε_sel`` for the selection), and the reduced CI siz
 margin of at least 25% above the claim (measured at key 0: 1.8ε, 2.1ε, 2.0ε, 1.4ε and
 1.56·ε_sel).
 
-Sizes: ``CI_REPLICATES`` releases per data set by default (about 30 s for all audits on
-2 cores, mostly compilation); the slow test repeats every audit with another key at the
-full size of 10^6 when ``JAXSYNTH_FULL_TESTS=1`` is set, and at the reduced size
-otherwise (CI runs slow tests in a reduced form).
+Sizes: ``CI_REPLICATES`` releases per data set (every audit compiles its mechanisms, so
+this module runs with the slow-marked tests, which CI runs); the last test repeats every
+audit with another key at the full size of 10^6 when ``JAXSYNTH_FULL_TESTS=1`` is set,
+and at the reduced size otherwise.
 """
 
 
@@ -23,6 +23,8 @@ from jaxsynth.audit import MECHANISMS, audit_mechanism, audit_table
 from jaxsynth.cli import main
 from tests.audit.planted import PLANTED
 from tests.conftest import FULL_TESTS as FULL
+
+pytestmark = pytest.mark.slow
 
 CI_REPLICATES = 2**14
 FULL_REPLICATES = 10**6

@@ -242,7 +242,12 @@ def _compare_pmm(out, diag, results):
         check_w1(diag, ref.w1, e, s)
 
 
-@pytest.mark.parametrize("case", list(PMM_CASES))
+SLOW_CASES = {"pruned-sparse-d2-r40"}
+"""The longest reference comparisons, in the slow run (their shorter siblings stay)."""
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES
+                                  else c for c in PMM_CASES])
 def test_pmm_family_matches_reference(case):
     mech, name, eps_list, seeds, rule, pruned, chunking = PMM_CASES[case]
     X = data(name)
@@ -428,7 +433,8 @@ def _check_privtree(mech, X, eps_list, seeds, caps):
     return out
 
 
-PRIVTREE_CASES = [(False, "center"), (False, "uniform"), (True, "center"), (True, "uniform")]
+PRIVTREE_CASES = [(False, "center"), (False, "uniform"), (True, "center"),
+                  pytest.param(True, "uniform", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("shift, placement", PRIVTREE_CASES)

@@ -177,10 +177,13 @@ def test_same_key_same_replicate_any_batch_or_chunk(clustered, engine):
                                       np.asarray(b.points)[:size][wb[:size] > 0])
 
 
-@pytest.mark.parametrize("mech", [js.PMM(depth=5), js.PrunedPMM(depth=9, engine="sparse"),
-                                  js.PMM(), js.PrivTree(), js.PrivTree(shift=True),
-                                  js.AdaptivePrunedPMM()],
-                         ids=["pmm", "sparse", "pmm-default", "privtree", "shifted", "adaptive"])
+@pytest.mark.parametrize("mech", [
+    pytest.param(js.PMM(depth=5), id="pmm"),
+    pytest.param(js.PrunedPMM(depth=9, engine="sparse"), id="sparse"),
+    pytest.param(js.PMM(), id="pmm-default"),
+    pytest.param(js.PrivTree(), id="privtree"),
+    pytest.param(js.PrivTree(shift=True), id="shifted", marks=pytest.mark.slow),
+    pytest.param(js.AdaptivePrunedPMM(), id="adaptive", marks=pytest.mark.slow)])
 def test_no_recompile_for_new_eps_or_seed_count(clustered, mech):
     """ε is traced and chunks have one shape: a new ε list or seed count reuses the kernel.
 

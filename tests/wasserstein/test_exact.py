@@ -57,6 +57,9 @@ MECHANISMS = {
 
 
 ROUTES = ["full dense", "levels"]
+SLOW_DENSE = pytest.param("full dense", marks=pytest.mark.slow)
+"""The full-LP route, in the slow run: the default run takes it in the adversarial cases,
+the shuffled batch, d = 1 and the cases below that name it."""
 
 
 def take_route(route, monkeypatch):
@@ -65,7 +68,7 @@ def take_route(route, monkeypatch):
         monkeypatch.setattr(exact_w1, "DENSE_POINTS", 0)
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
 @pytest.mark.parametrize("name", list(MECHANISMS))
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
@@ -75,7 +78,7 @@ def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
     check_pair(X, out, metric)
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
 @pytest.mark.parametrize("d", [1, 2, 3, 5, 10])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_dimensions(d, metric, route, monkeypatch):
@@ -106,7 +109,7 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
 
 
-@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     # the boxes' pass must return the dense pass's c-transform bit for bit and best atoms

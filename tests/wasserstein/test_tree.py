@@ -422,9 +422,11 @@ def test_bad_arguments_raise():
     assert isinstance(prepare_w1(X, 4), TreeData)
 
 
-@pytest.mark.parametrize("mech", [js.PMM(depth=6), js.PrunedPMM(depth=9, engine="sparse"),
-                                  js.PrivTree(), js.PrivTree(shift=True)],
-                         ids=["pmm", "pruned-sparse", "privtree", "privtree-shift"])
+@pytest.mark.parametrize("mech", [
+    pytest.param(js.PMM(depth=6), id="pmm"),
+    pytest.param(js.PrunedPMM(depth=9, engine="sparse"), id="pruned-sparse"),
+    pytest.param(js.PrivTree(), id="privtree"),
+    pytest.param(js.PrivTree(shift=True), id="privtree-shift", marks=pytest.mark.slow)])
 def test_kernels_fused_tree_w1_is_tree_w1(mech):
     """The level statistics a kernel sums while it descends, weighed by the tree method
     (``diag["tree_<metric>"]``), are the tree W1 and upper bound that ``tree_w1`` computes from the released atoms."""

@@ -58,6 +58,7 @@ def test_adaptive_release_does_not_carry_its_scores():
     assert not np.array_equal(np.asarray(da["scores"]), np.asarray(db["scores"]))
 
 
+@pytest.mark.slow
 def test_adaptive_selection_statistics_are_diagnostics_only(X):
     out, diag = js.release(0, js.AdaptivePrunedPMM(), X, EPS, diagnostics=True)
     assert {"scores", "probabilities", "sensitivity"} <= set(diag.keys())

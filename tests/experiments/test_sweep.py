@@ -247,6 +247,7 @@ _DEVICES_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_devices_shard_seeds_and_match_one_device(table):
     flags = os.environ.get("XLA_FLAGS", "")  # the same compiler options as this process
     env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count=2",

@@ -327,6 +327,7 @@ def test_pruned_pmm_depth_150_in_d10_matches_reference():
 # ------------------------------------------------------------------ Adaptive Pruned-PMM
 
 
+@pytest.mark.slow
 def test_adaptive_pruned_pmm_matches_reference():
     X = data("adapt3")
     n, d = X.shape

@@ -67,6 +67,7 @@ def test_hard_threshold_is_capped_on_atoms():
     assert int(out.leaves) == CAP + 1  # one heavy path, one empty sibling per level
 
 
+@pytest.mark.slow
 def test_leaf_masses_of_privtree_release_equal_cell_counts(X):
     """Oracle masses of released trees (plain and shifted) vs brute-force ``cell_index`` counts."""
     n = len(X)

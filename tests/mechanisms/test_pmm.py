@@ -219,6 +219,7 @@ def test_in_kernel_tree_w1_equals_the_general_formula(clustered):
             np.testing.assert_allclose(diag[f"upper_{metric}"], upper, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_deep_sparse_tree_costs_follow_active_nodes():
     """Depth 150 in d = 10 runs without 2^r work; visited ≤ 1 + 2mr."""
     X = js.datasets.load("subspace", n=30000, d=10, k=1, key=0)

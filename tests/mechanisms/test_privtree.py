@@ -89,6 +89,7 @@ def test_scales_follow_the_paper():
     assert delta == pytest.approx(3.0 * np.log(2.0))
 
 
+@pytest.mark.slow
 def test_mean_leaf_count_matches_exact_expectation(X):
     """The whole tree law: mean leaves over 200 seeds vs ``expected_leaves`` (5 SE).
 

@@ -97,7 +97,7 @@ def test_n_3000_coarse_blocks_smaller_than_the_data(monkeypatch):
     assert np.all(upper - lower <= 1e-3 * exact + TOL)
 
 
-@pytest.mark.parametrize("n", [600, 3000])
+@pytest.mark.parametrize("n", [pytest.param(600, marks=pytest.mark.slow), 3000])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
     # a coarsest level of more than DENSE_ARCS block-atom pairs is not solved densely;
@@ -158,6 +158,7 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
                                            rtol=2.0**-14, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
     monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
@@ -240,6 +241,7 @@ def test_adversarial_cases(metric, path, monkeypatch):
     assert (path == "regions") == bool(adapted)  # the path under test was taken
 
 
+@pytest.mark.slow
 def test_simulate_and_release_batch_agree_exactly():
     X = js.datasets.load("spiral", n=1200, key=0)
     mechs = [js.PrunedPMM(), js.PrivTree()]

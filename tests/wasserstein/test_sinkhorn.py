@@ -265,6 +265,7 @@ def test_batch_on_cpu_is_the_single_solve():
     assert results == [w1_sinkhorn(X, p, w, metric="l2") for p, w in zip(points, weights)]
 
 
+@pytest.mark.slow
 def test_vmapped_groups_are_certified_and_ignore_their_company():
     """``group = 4``: three replicates of two support sizes solved in vmapped rounds.
 

@@ -303,5 +303,5 @@ def test_fitted_capacity_reruns_overflows_identically(clustered):
     for chunk in (1, 4):  # the first chunk sizes the others; overflowing ones are rerun
         for plan in (safe, tight):
             out = engine.run(plan, keys, chunk=chunk)
-            for field in ("weights", "points", "size", "visited", "tree_linf", "upper_l2"):
+            for field in ("weights", "points", "size", "visited", "level_gap", "leaf_mass"):
                 np.testing.assert_array_equal(out[field], reference[field])

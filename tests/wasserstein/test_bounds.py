@@ -154,15 +154,18 @@ def test_dispatcher_sinkhorn_loops_over_replicates():
 @pytest.mark.slow
 def test_dispatcher_sinkhorn_keys_per_replicate():
     """``key`` is folded with the flat replicate index: reproducible, and replicate i
-    equals a direct ``w1_sinkhorn`` call with ``fold_in(key, i)``."""
+    equals a direct ``w1_sinkhorn`` call with ``fold_in(key, i)`` on the same measure (its
+    atoms in the canonical order, as every W1 method reads them)."""
+    from jaxsynth.core.measure import canonical_order
     from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
     X, out = _sinkhorn_case()
     key = jax.random.key(0)
     sub = w1(X, out, "sinkhorn", subsample=N_DATA // 2, key=key)
     np.testing.assert_array_equal(sub, w1(X, out, "sinkhorn", subsample=N_DATA // 2, key=key))
+    points, weights, _ = jax.device_get(canonical_order(out.points, out.weights))
     direct = w1_sinkhorn(
-        X, out.points[1], out.weights[1], subsample=N_DATA // 2, key=jax.random.fold_in(key, 1)
+        X, points[1], weights[1], subsample=N_DATA // 2, key=jax.random.fold_in(key, 1)
     )
     assert sub[1] == pytest.approx(direct.value, rel=1e-6)
 

@@ -9,12 +9,11 @@ uses the key ``jax.random.fold_in(key, s)`` for every ε, so it equals
 
 from __future__ import annotations
 
-import numpy as np
 
 from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
-from jaxsynth.core.measure import LEVEL_FIELDS, NotPrivateDiagnostics, SyntheticMeasure
+from jaxsynth.core.measure import LEVEL_FIELDS, NotPrivateDiagnostics
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import (
     check_bool,

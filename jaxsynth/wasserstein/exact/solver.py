@@ -35,7 +35,6 @@ from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_p
 from jaxsynth.wasserstein.exact import levels, lp
 from jaxsynth.wasserstein.exact.certificate import coupling_upper, line_w1, pair_cost
 from jaxsynth.wasserstein.exact.levels import (
-    DEFAULT_CLUSTERS,
     ExactData,
     Level,
     _adapted_level,

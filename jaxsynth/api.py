@@ -9,7 +9,6 @@ uses the key ``jax.random.fold_in(key, s)`` for every ε, so it equals
 
 from __future__ import annotations
 
-
 from jaxsynth import engine
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys

@@ -190,3 +190,13 @@ def test_runnable_page_blocks(page, tmp_path, monkeypatch):
     namespace: dict = {}
     for block in RUNNABLE.findall(page.read_text()):
         exec(compile(block, str(page), "exec"), namespace)  # noqa: S102
+
+
+def test_every_page_is_in_the_nav():
+    """``mkdocs build --strict`` refuses a page left out of ``nav``: catch it here first."""
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1]
+    listed = set(re.findall(r"^\s*-\s+(?:[^\n:]*:\s+)?(\S+\.(?:md|ipynb))\s*$", nav, re.M))
+    pages = {relative(p).removeprefix("docs/") for p in DOCS.rglob("*")
+             if p.suffix in (".md", ".ipynb") and "_hooks" not in p.parts}
+    assert pages and not pages - listed, f"pages missing from mkdocs.yml nav: {pages - listed}"
+    assert not listed - pages - {"api/jaxsynth.md", "api/wasserstein.md"}, listed - pages

@@ -34,8 +34,11 @@ DEMO_N = (1000, 2000, 4000)
 DEMO_SEEDS = 16
 GROUND_METRICS = ("linf", "l2")
 W1_METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
-"""``jaxsynth.core.partition.GROUND_METRICS`` and ``jaxsynth.wasserstein.dispatch.METHODS``,
-named here so that parsing loads neither JAX nor NumPy (a test keeps them equal)."""
+W1_COLUMNS = ("w1_exact_upper", "w1_exact_lower", "w1_upper", "w1_lower", "w1_tree_upper",
+              "w1_tree", "w1_exact1d", "w1_sinkhorn")
+"""``jaxsynth.core.partition.GROUND_METRICS``, ``jaxsynth.wasserstein.dispatch.METHODS`` and
+the methods' columns (``registry.column_descriptions``), named here so that parsing loads
+neither JAX nor NumPy (a test keeps them equal)."""
 MAX_SEED = 2**32
 """Seeds lie in [0, 2^32): ``--first-seed`` + ``--seeds`` is at most this."""
 MAX_KEY = 2**63 - 1
@@ -293,9 +296,8 @@ def _parser() -> _Parser:
     arg("files", nargs="+", metavar="FILE.csv", help="simulate output files (concatenated)")
     arg("--column", default="w1_exact_upper", metavar="COLUMN",
         help="W1 column to fit (default w1_exact_upper, the W1 of the sweep's ground metric "
-        "between the whole data set and each release, certified to 1%%; also w1_exact_lower, "
-        "w1_upper, w1_lower, w1_tree_upper, w1_tree, w1_exact1d, "
-        "w1_sinkhorn)")
+        "between the whole data set and each release, certified to 1%%; also "
+        f"{', '.join(W1_COLUMNS[1:])})")
     arg("--metric", nargs="?", help=argparse.SUPPRESS,
         action=_renamed("--metric is now --column (the W1 column to fit, e.g. --column "
                         "w1_exact_upper)"))
@@ -345,8 +347,8 @@ def _read_tables(files, column: str) -> pd.DataFrame:
 def _cells(df: pd.DataFrame, column: str, level: float = 0.95, by=(), cells=None) -> str:
     """Per-cell means of ``column`` with their intervals, as printed text (and the mean
     of the other end of a certified pair, when the table has it)."""
-    from jaxsynth.experiments.plots import LOWER_ENDS
     from jaxsynth.experiments.summary import CELL_COLUMNS, summarize
+    from jaxsynth.wasserstein.registry import certified_pairs
 
     cells = summarize(df, column, level, by=by) if cells is None else cells
     keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
@@ -354,7 +356,8 @@ def _cells(df: pd.DataFrame, column: str, level: float = 0.95, by=(), cells=None
     shown["±"] = [f"{w:.1%}" for w in cells["rel_half_width"]]
     if "target_met" in cells:
         shown["target_met"] = cells["target_met"]
-    pairs = {**LOWER_ENDS, **{low: up for up, low in LOWER_ENDS.items()}}
+    lower_ends = certified_pairs()
+    pairs = {**lower_ends, **{low: up for up, low in lower_ends.items()}}
     other = pairs.get(column)
     if other in df:
         shown[f"mean {other}"] = df.groupby(keys, sort=True)[other].mean().to_numpy()

@@ -52,7 +52,8 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
     printed = capsys.readouterr().out
     rates = estimate_rate(df, n_boot=200)  # default: w1_exact_upper, as the command line
-    assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed
+    assert ("slope of log E w1_exact_upper (certified upper end of the ℓ∞ W1 of the whole "
+            "data set" in printed)
     for _, r in rates.iterrows():  # each fitted slope and its interval is printed
         assert f"{r.slope:.3f}" in printed and f"{r.ci_low:.3f}" in printed
     assert "fixed depth" in printed  # --depth 4: no rate, the error saturates
@@ -73,7 +74,7 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
     capsys.readouterr()
     assert main(["rate", str(csv), "--column", "w1_upper", "--n-boot", "50"]) == 0
     printed = capsys.readouterr().out
-    assert "slope of log E w1_upper (certified upper bound on ℓ2 W1)" in printed
+    assert "slope of log E w1_upper (certified upper bound on the ℓ2 W1 (tree))" in printed
     assert "mean w1_upper per cell" in printed and "95% interval" in printed
     assert "mean w1_lower" in printed  # the pair's other end beside it
 
@@ -164,7 +165,8 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert set(df.depth) == {10, 11}  # the ambient-depth rule ceil(log2(eps n))
     assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
-    assert "slope of log E w1_exact_upper (ℓ∞ W1 of the whole data set" in printed
+    assert ("slope of log E w1_exact_upper (certified upper end of the ℓ∞ W1 of the whole "
+            "data set" in printed)
     assert "(eps n)^(-1/2)" in printed and "w1_exact_lower" in printed
     assert "16 rows computed now" in printed
     assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
@@ -257,10 +259,12 @@ def test_the_parsers_words_are_the_librarys():
     from jaxsynth.core.partition import GROUND_METRICS
     from jaxsynth.mechanisms.registry import MECHANISMS
     from jaxsynth.wasserstein.dispatch import METHODS
+    from jaxsynth.wasserstein.registry import column_descriptions
 
     from jaxsynth.experiments.cluster import MAX_TIMEOUT_S
 
     assert cli.GROUND_METRICS == GROUND_METRICS and cli.W1_METHODS == METHODS
+    assert set(cli.W1_COLUMNS) == set(column_descriptions())
     assert cli.MAX_CLUSTER_TIMEOUT_S == MAX_TIMEOUT_S
     assert set(settings.MECHANISMS) <= set(MECHANISMS)
     assert auditor.MECHANISMS is settings.MECHANISMS

@@ -39,8 +39,20 @@ def _leading_zeros32(x: np.ndarray) -> np.ndarray:
     return (32 - exponent).astype(np.int32)
 
 
+class PreparedData:
+    """``n`` and ``d`` of a data set prepared once (its [n, d] ``points``)."""
+
+    @property
+    def n(self) -> int:
+        return self.points.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.points.shape[1]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class DataTree:
+class DataTree(PreparedData):
     """Morton-sorted data with split levels, occupancy profile and range-min table.
 
     Attributes:
@@ -94,14 +106,6 @@ class DataTree:
         split = np.where(nonzero.any(axis=1), first * partition.WORD_BITS + lead, depth)
         split = np.concatenate([[-1], split]).astype(np.int32)
         return cls(points=X[order], order=order, depth=depth, words=words, split=split)
-
-    @property
-    def n(self) -> int:
-        return self.points.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.points.shape[1]
 
     @functools.cached_property
     def device(self) -> "DeviceTree":

@@ -4,8 +4,10 @@ Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never throu
 ``pyplot``: nothing opens a window and importing this module changes no global
 matplotlib state.  Each function returns the ``Figure`` (notebooks display it) and
 writes it to ``path`` when given (checked before any work).  Every figure names the
-quantity it shows (``quantity``): the certified upper or lower bound on the ℓ∞ (ℓ2) W1,
-the ultrametric tree W1, a Sinkhorn estimate, ...
+quantity it shows (``quantity``) in the words of the W1 method that writes the column
+(``W1Method.columns``, with the ground metric's symbol ℓ∞ or ℓ2), and pairs a certified
+upper end with its lower end as the methods' columns do (``registry.certified_pairs``):
+a new method's columns need no change here.
 """
 
 from __future__ import annotations
@@ -22,20 +24,8 @@ from jaxsynth.experiments.summary import mean_interval
 
 __all__ = ["check_figure_path", "depth_plot", "metric_name", "quantity", "rate_plot"]
 
-_QUANTITIES = {
-    "w1_exact_upper": "{g} W1 of the whole data set (certified upper end, gap ≤ rtol)",
-    "w1_exact_lower": "{g} W1 of the whole data set (certified lower end, gap ≤ rtol)",
-    "w1_upper": "certified upper bound on {g} W1",
-    "w1_tree_upper": "certified upper bound on {g} W1",
-    "w1_lower": "certified lower bound on {g} W1",
-    "w1_exact1d": "exact W1 (d = 1)",
-    "w1_sinkhorn": "Sinkhorn estimate of {g} W1",
-    "w1_tree": "ultrametric tree W1 (not the {g} W1)",
-}
 _SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
 """The ground metrics in symbols."""
-LOWER_ENDS = {"w1_upper": "w1_lower", "w1_exact_upper": "w1_exact_lower"}
-"""The lower end of each certified pair, by its upper end's column."""
 
 
 def metric_name(df: pd.DataFrame | None = None) -> str:
@@ -45,8 +35,19 @@ def metric_name(df: pd.DataFrame | None = None) -> str:
 
 
 def quantity(column: str, df: pd.DataFrame | None = None) -> str:
-    """What a result column measures, in words, with the ground metric of ``df``."""
-    return _QUANTITIES.get(column, column).format(g=metric_name(df))
+    """What a result column measures, in words: its method's description
+    (``W1Method.columns``) with the ground metric of ``df`` in symbols; else its name."""
+    from jaxsynth.wasserstein.registry import GROUND, column_descriptions
+
+    return column_descriptions().get(column, column).replace(GROUND, f"the {metric_name(df)}")
+
+
+def _lower_end(column: str, df: pd.DataFrame) -> str | None:
+    """The lower end of the certified pair whose upper end is ``column``, if ``df`` has it."""
+    from jaxsynth.wasserstein.registry import certified_pairs
+
+    lower = certified_pairs().get(column)
+    return lower if lower in df else None
 
 
 def check_figure_path(path, name: str = "path"):
@@ -109,11 +110,12 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
       dotted line is the papers' bound function (``rates.theory``), one per distinct
       bound: only its slope is meaningful, and it is drawn through the fits at the
       geometric middle of the εn range (the legend says so).  The axes are named in
-      words and the title gives the ε values and the seeds per cell.  When ``column``
-      is the upper end of a certified pair (``LOWER_ENDS``) and the table has the lower
-      end, the lower end's means are drawn as larger open markers beside the filled
-      ones, so the pair is visible.  Coinciding groups stay visible: each is offset
-      horizontally by a few percent.  The legend sits below the axes.
+      words (``quantity``) and the title gives the ε values and the seeds per cell.
+      When ``column`` is the upper end of a certified pair (``registry.certified_pairs``)
+      and the table has the lower end, the lower end's means are drawn as larger open
+      markers beside the filled ones, so the pair is visible.  Coinciding groups stay
+      visible: each is offset horizontally by a few percent.  The legend sits below the
+      axes.
     """
     refuse_renamed("rate_plot", renamed, RENAMED)
     check_str(column, "column")
@@ -125,7 +127,7 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
         rates = estimate_rate(df, column=column, by=by, n_boot=200)
     fig = Figure(figsize=(7.2, 6.6), layout="constrained")
     ax = fig.add_subplot()
-    lower = LOWER_ENDS.get(column) if LOWER_ENDS.get(column) in df else None
+    lower = _lower_end(column, df)
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     groups = _groups(df, by)
     cells, theories = set(), {}

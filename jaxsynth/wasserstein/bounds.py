@@ -125,6 +125,10 @@ def lower_margin(raw, d: int, metric: str):
                       - (d + 1) * 2.0**-24 * reach, 0.0)
 
 
+_PROJECTION_OPTIONS = ("n_directions", "seed")
+"""The keywords of ``projection_lower`` beyond ``batch_size``, which ``bracket`` passes on."""
+
+
 def projection_lower(
     X,
     out,
@@ -203,34 +207,33 @@ def check_valid(valid) -> None:
         )
 
 
-def bracket(
-    X,
-    out,
-    metric: str = "linf",
-    *,
-    n_directions: int | None = None,
-    seed: int = 0,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-):
+def bracket(X, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_SIZE,
+            **projection):
     """Certified ``(lower, upper)`` with ``lower ≤ W1(μ_X, out) ≤ upper``.
 
     Args:
       X: [n, d] data or a prepared ``TreeData`` (reused across calls).
       out: ``SyntheticMeasure`` with points [..., M, d].
       metric: ``"linf"`` or ``"l2"`` ground metric.
-      n_directions: random projection directions beyond the axes (default per metric).
-      seed: seed of the random directions.
       batch_size: replicates per vmapped chunk.
+      projection: ``n_directions`` and ``seed`` of the lower end, as in
+        ``projection_lower``.
 
     Returns:
       ``(lower, upper)``, two float64 NumPy arrays of shape ``out.batch_shape``.
+
+    Raises:
+      TypeError: naming a keyword that is neither ``batch_size`` nor a projection option.
     """
+    unknown = sorted(set(projection) - set(_PROJECTION_OPTIONS))
+    if unknown:
+        raise TypeError(f"bracket() got unexpected keyword argument(s) {unknown}; it takes "
+                        f"batch_size and {', '.join(_PROJECTION_OPTIONS)} (as in "
+                        "projection_lower)")
     if metric not in partition.GROUND_METRICS:
         raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
     if not isinstance(X, TreeData):
         _, _, leaf_depth, _ = check_measure(out, data_points(X).shape[1])
         X = prepare(X, int(leaf_depth.max(initial=0)))
-    lower = projection_lower(
-        X, out, metric, n_directions=n_directions, seed=seed, batch_size=batch_size
-    )
+    lower = projection_lower(X, out, metric, batch_size=batch_size, **projection)
     return lower, tree_upper(X, out, metric, batch_size=batch_size)

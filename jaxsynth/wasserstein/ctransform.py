@@ -224,7 +224,7 @@ def point_chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
     return padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1])
 
 
-def atom_bucket(m: int) -> int:
-    """Padded atom count: ``2^e · {4, 5, 6, 7} / 4``, at least 256 (a multiple of ``GROUP``),
-    so that a sweep's varying atom counts compile few shapes."""
-    return capacity_bucket(m, per_octave=4, minimum=256)
+def atom_bucket(m: int, minimum: int = 256) -> int:
+    """Padded atom count: ``2^e · {4, 5, 6, 7} / 4``, at least ``minimum`` (256 by default,
+    a multiple of ``GROUP``), so that a sweep's varying atom counts compile few shapes."""
+    return capacity_bucket(m, per_octave=4, minimum=minimum)

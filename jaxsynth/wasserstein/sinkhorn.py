@@ -36,6 +36,7 @@ from ott.solvers.linear import acceleration, sinkhorn
 from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_data, check_positive_int
+from jaxsynth.wasserstein.ctransform import atom_bucket
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn", "w1_sinkhorn_batch"]
 
@@ -225,14 +226,6 @@ def _vmapped(shared_x: bool, metric: str, batch_size, max_iterations: int, momen
     certify = functools.partial(_certificate_impl, metric=metric, chunk=chunk)
     return (jax.jit(jax.vmap(solve, in_axes=(axis, 0, None, 0, 0, 0, 0, 0))),
             jax.jit(jax.vmap(certify, in_axes=(axis, 0, None, 0, 0, 0, 0))))
-
-
-def _bucket(k: int) -> int:
-    """Smallest size ``≥ k`` of the form ``q·2^e``, ``q ∈ {4, 5, 6, 7}`` (or ``k ≤ 4``)."""
-    if k <= 4:
-        return k
-    e = k.bit_length() - 3
-    return -(-k // (1 << e)) << e
 
 
 def _diameter(x: np.ndarray, y: np.ndarray, metric: str) -> float:
@@ -434,7 +427,7 @@ class _Run:
             x, y, b = _subsample(key, x, y, b, subsample)
             n = subsample
         live = np.flatnonzero(b > 0)
-        m = _bucket(live.size)
+        m = atom_bucket(live.size, minimum=1)  # few shapes; 10 atoms stay 10
         fill = m - live.size
         y = np.concatenate([y[live], np.repeat(y[live[:1]], fill, axis=0)])
         b = np.concatenate([b[live], np.zeros(fill)])

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
-from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.datatree import DataTree, PreparedData
 from jaxsynth.core.frontier import capacity_bucket
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, check_measure
 from jaxsynth.core.partition import morton_words_of_sum
@@ -56,7 +56,7 @@ DEFAULT_BATCH_SIZE = 64
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TreeData:
+class TreeData(PreparedData):
     """A data set prepared once for tree-metric W1 against many synthetic measures.
 
     Attributes:
@@ -73,19 +73,14 @@ class TreeData:
     counts: np.ndarray
 
     @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[1]
+    def points(self) -> np.ndarray:
+        """The data ``X``, named as in ``DataTree``."""
+        return self.X
 
 
 def data_points(X) -> np.ndarray:
     """The validated data [n, d] float64 of an array, a ``TreeData`` or a ``DataTree``."""
-    if isinstance(X, TreeData):
-        return X.X
-    if isinstance(X, DataTree):
+    if isinstance(X, PreparedData):
         return X.points
     return check_data(X, "X")
 

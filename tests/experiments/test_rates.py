@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jaxsynth.experiments.plots import DODGE, depth_plot, rate_plot
+from jaxsynth.experiments.plots import DODGE, depth_plot, quantity, rate_plot
 from jaxsynth.experiments.rates import estimate_rate, theory
 from jaxsynth.experiments.summary import mean_interval
 
@@ -170,16 +170,41 @@ def test_plots_write_png(tmp_path):
     x0, x1 = (np.asarray(p.get_xdata(), float) for p in points)
     np.testing.assert_allclose(x1 / x0, DODGE)
     tree = rate_plot(df.assign(w1_tree=df.w1_exact_upper, metric="l2"), column="w1_tree")
-    assert "ultrametric tree W1 (not the ℓ2 W1)" in tree.axes[0].get_ylabel()
-    assert tree.axes[0].get_title().startswith("ultrametric tree W1 (not the ℓ2 W1) against ε n")
+    assert "(an ultrametric: not the ℓ2 W1)" in tree.axes[0].get_ylabel()
+    assert tree.axes[0].get_title().startswith(
+        f"{quantity('w1_tree', pd.DataFrame({'metric': ['l2']}))} against ε n")
     sweep = df.assign(visited=df.depth * 10, release_seconds=0.01 * df.depth)
     fig = depth_plot(sweep, path=tmp_path / "depth.png")
     assert [ax.get_title() for ax in fig.axes] == [
-        "mean w1_exact_upper: ℓ∞ W1 of the whole data set (certified upper end, gap ≤ rtol)",
+        ("mean w1_exact_upper: certified upper end of the ℓ∞ W1 of the whole data set "
+         "(upper − lower ≤ rtol · upper)"),
         "seconds per replicate",
         "visited nodes"]
     for name in ("rate.png", "depth.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plots_read_every_registered_methods_columns(monkeypatch):
+    """Labels and certified pairs come from the methods' ``columns``: a column added to a
+    method is named in words by every figure, with no table kept in plots."""
+    from jaxsynth.wasserstein.registry import GROUND, REGISTRY, certified_pairs
+
+    l2 = pd.DataFrame({"metric": ["l2"]})
+    for method in REGISTRY.values():
+        for column, text in method.columns.items():
+            assert quantity(column) == text.replace(GROUND, "the ℓ∞"), column
+            assert quantity(column, l2) == text.replace(GROUND, "the ℓ2"), column
+            assert "ground metric" not in quantity(column) and column not in quantity(column)
+            if column.endswith("_upper") and column[:-5] + "lower" in method.columns:
+                assert certified_pairs()[column] == column[:-5] + "lower"
+    assert certified_pairs() == {"w1_exact_upper": "w1_exact_lower", "w1_upper": "w1_lower"}
+    assert quantity("w1_unknown") == "w1_unknown"  # a column no method writes: its name
+    # a new method's columns: labelled and paired with no other change
+    new = type("New", (), {"columns": {"w1_new_lower": "lower end of the ground metric's W1",
+                                       "w1_new_upper": "upper end of the ground metric's W1"}})
+    monkeypatch.setitem(REGISTRY, "new", new())
+    assert quantity("w1_new_upper", l2) == "upper end of the ℓ2 W1"
+    assert certified_pairs()["w1_new_upper"] == "w1_new_lower"
 
 
 def test_fit_weights_cells_by_precision_and_reports_the_cells():

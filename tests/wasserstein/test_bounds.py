@@ -82,6 +82,17 @@ def test_random_directions_never_loosen_the_bound():
     assert np.all(more <= exact_w1(X, out, "linf"))
 
 
+def test_bracket_passes_the_projection_options_on_and_refuses_unknown_ones():
+    rng = np.random.default_rng(3)
+    X = make_data(rng, 2)
+    out = random_instances(rng, 2)
+    lower, _ = bracket(X, out, "linf", n_directions=6, seed=2)
+    np.testing.assert_array_equal(
+        lower, projection_lower(X, out, "linf", n_directions=6, seed=2))
+    with pytest.raises(TypeError, match=r"\['n_direction'\].*batch_size and n_directions, seed"):
+        bracket(X, out, "linf", n_direction=6)
+
+
 @pytest.mark.parametrize("d, metric", [(2, "linf"), (3, "linf"), (2, "l2"), (3, "l2")])
 def test_projection_lower_is_below_pot_and_is_the_best_projection(d, metric):
     """``projection_lower`` with random directions: below POT's exact W1 on every

@@ -22,8 +22,10 @@ class Exact:
 
     name = "exact"
     options = {"rtol": DEFAULT_RTOL, "clusters": None}
-    columns = {"w1_exact_lower": "certified lower end of the ground metric's W1",
-               "w1_exact_upper": "certified upper end, within rtol of the lower end"}
+    columns = {"w1_exact_lower": "certified lower end of the ground metric's W1 of the whole "
+                                 "data set (upper − lower ≤ rtol · upper)",
+               "w1_exact_upper": "certified upper end of the ground metric's W1 of the whole "
+                                 "data set (upper − lower ≤ rtol · upper)"}
     needs_atoms = True
 
     def check(self, options, metric):

@@ -13,13 +13,15 @@ the ratios POT / exact (above 1: exact is faster), the largest relative gap, whe
 pair contains POT's value, and the per-phase seconds of one replicate run alone
 (``w1_exact_replicate(..., times=...)``: LPs, the blocks' passes over all atoms, the
 points' c-transform, the couplings' costs, the rest).  Data sets: the spiral (d = 2) and
-a mixture of four Gaussian blobs in [0,1]^3.  ``--million``: one PrivTree replicate on
+a mixture of four Gaussian blobs in [0,1]^3.  Then ``js.simulate``'s replicates per
+second with its default W1 method on one cell (spiral, PMM, n = 3·10^4, 64 seeds).
+``--million``: one PrivTree replicate on
 10^6 uniform points of [0,1]^3 (exact only; time and peak memory).
 
 Writes ``benchmarks/results/bench_exact-<UTC time>.json`` (atomically).
 
 Run:  python benchmarks/bench_exact.py [--batch 16] [--pot 2] [--sizes 3000 10000 30000]
-      [--million]
+      [--simulate-seeds 64] [--million]
 """
 
 from __future__ import annotations
@@ -107,6 +109,20 @@ def workload(data_name, X, mech_name, mech, batch, n_pot, rng) -> dict:
     return row
 
 
+def simulate_rate(seeds: int) -> str:
+    """Replicates per second of ``js.simulate`` with its default W1 method on one cell
+    (spiral, PMM, n = 3·10^4, ε = 1): release, certified W1 and the table, compilation
+    done by an untimed call on other seeds."""
+    X = js.datasets.load("spiral", n=30000, key=0)
+    js.simulate(js.PMM(), X, seeds=range(seeds, seeds + 2), progress=False)
+    start = time.perf_counter()
+    table = js.simulate(js.PMM(), X, seeds=seeds, progress=False)
+    seconds = time.perf_counter() - start
+    return (f"simulate, default method ({', '.join(c for c in table if c.startswith('w1_'))}),"
+            f" spiral PMM n = 30000, {seeds} seeds: {seeds / seconds:.2f} replicates per "
+            f"second ({seconds:.1f} s)")
+
+
 def save(rows, notes, args) -> Path:
     """The run as ``benchmarks/results/bench_exact-<UTC>.json``, written atomically."""
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -161,6 +177,8 @@ def main():
     parser.add_argument("--pot", type=int, default=2, help="replicates solved by POT")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3000, 10000, 30000])
     parser.add_argument("--data", nargs="+", default=["spiral", "blobs3"])
+    parser.add_argument("--simulate-seeds", type=int, default=64,
+                        help="seeds of the simulate cell (spiral, PMM, n = 3·10^4); 0 skips it")
     parser.add_argument("--million", action="store_true",
                         help="also one PrivTree replicate at n = 10^6, d = 3 (time, peak memory)")
     args = parser.parse_args()
@@ -172,6 +190,8 @@ def main():
             for mech_name, mech in (("PMM", js.PMM()), ("PrivTree", js.PrivTree())):
                 rows.append(workload(data_name, X, mech_name, mech, args.batch, args.pot, rng))
     notes = targets(rows)
+    if args.simulate_seeds:
+        notes.append(simulate_rate(args.simulate_seeds))
     if args.million:
         X6 = js.datasets.load("uniform", n=10**6, d=3, key=0)
         out = js.release_batch(0, js.PrivTree(), X6, eps=[1.0], seeds=1)

@@ -306,13 +306,15 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
     data = prepare_exact(X)
     lower, upper = w1_exact(data, points, weights)
     order = np.random.default_rng(0).permutation(64)
-    lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order])
+    lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order], workers=3)
     np.testing.assert_array_equal(lower_shuffled, lower[order])
     np.testing.assert_array_equal(upper_shuffled, upper[order])
     for b in (0, 37):
-        alone = w1_exact(data, points[b:b + 1], weights[b:b + 1])
+        alone = w1_exact(data, points[b:b + 1], weights[b:b + 1], workers=1)
         assert (alone[0][0], alone[1][0]) == (lower[b], upper[b])
     assert np.all(upper - lower <= 0.01 * upper)
+    with pytest.raises(ValueError, match="workers"):
+        w1_exact(data, points[:2], weights[:2], workers=0)
 
 
 def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
+from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp
 from jaxsynth.wasserstein.exact.certificate import coupling_upper, line_w1, pair_cost
@@ -446,7 +447,8 @@ def check_rtol(rtol) -> float:
 
 
 def w1_exact(data: ExactData, points, weights, metric: str = "linf",
-             rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, np.ndarray]:
+             rtol: float = DEFAULT_RTOL, workers: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Certified pairs for a batch of measures ``points`` [B, M, d], ``weights`` [B, M].
 
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
@@ -457,12 +459,17 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     a second thread per core runs while another holds the GIL for NumPy glue; each
     replicate's computation is the same whatever thread runs it.
 
+    Args:
+      workers: threads of the pool (default: as above); the pairs do not depend on it.
+
     Returns:
       (lower [B], upper [B]) float64.
     """
     rtol = check_rtol(rtol)
-    per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
-    workers = max(1, min(len(weights), per_core * (os.cpu_count() or 1)))
+    if workers is None:
+        per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
+        workers = per_core * (os.cpu_count() or 1)
+    workers = max(1, min(len(weights), check_positive_int(workers, "workers")))
 
     def one(b):
         p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jaxsynth as js  # noqa: E402
 from jaxsynth.wasserstein.exact import canonical_atoms, prepare_exact, w1_exact  # noqa: E402
+from jaxsynth.wasserstein.exact import solver  # noqa: E402
 from jaxsynth.wasserstein.exact.solver import w1_exact_replicate  # noqa: E402
 
 NAME = "bench_exact"
@@ -125,10 +126,24 @@ def thread_scaling(batch: int) -> str:
         start = time.perf_counter()
         w1_exact(data, points, weights, workers=workers)
         seconds[workers] = (time.perf_counter() - start) / batch
+    return scaling_note(seconds)
+
+
+def scaling_note(seconds: dict) -> str:
+    """The thread pool's note from its seconds per replicate by thread count."""
+    efficiency = seconds[1] / seconds[2] / 2
     return ("thread pool, spiral PMM n = 30000, seconds per replicate: "
             + ", ".join(f"{'default' if k is None else k} thread(s) {v:.3f}"
                         for k, v in seconds.items())
-            + f" (speedup of 2 threads over 1: {seconds[1] / seconds[2]:.2f})")
+            + f" (2 threads over 1: {seconds[1] / seconds[2]:.2f}, a parallel efficiency of "
+            f"{efficiency:.2f}).  Replicates share nothing but the prepared data, and a "
+            "replicate's LPs (POT's network simplex, which releases the GIL) and passes "
+            "run on its own thread, so a 16-core host (the pool's default, "
+            f"{solver.THREADS_PER_CORE} threads per core) would have at most about "
+            f"{16 * efficiency:.0f} times the one-thread throughput, about "
+            f"{seconds[1] / (16 * efficiency):.3f} s per replicate, at this machine's "
+            "efficiency: an upper estimate, as the NumPy glue between LPs holds the GIL "
+            "(its share grows with the threads) and the passes share memory bandwidth.")
 
 
 def simulate_rate(seeds: int) -> str:

@@ -82,6 +82,9 @@ class Plan:
       shrink: optional ``shrink(static, needed) -> static`` fitted to ``needed`` slots (the
         largest ``needed`` output of the first chunk); requires ``retry``.
       finish: optional host post-processing of the finished measure.
+      fitted_width: the atom arrays' width (a capacity) was fitted to the data: ``run``
+        cuts them to the power of two holding the batch's most leaves (released values,
+        the leaves first), so no shape of the release depends on the data.
     """
 
     mechanism: str
@@ -103,6 +106,7 @@ class Plan:
     retry: Callable | None = None
     shrink: Callable | None = None
     finish: Callable | None = None
+    fitted_width: bool = False
 
     def fields(self, atoms: bool) -> tuple:
         """Kernel outputs to keep: scalars, info and diagnostics, plus the atoms if asked."""
@@ -198,18 +202,21 @@ def _pad_atoms(a, size: int):
     return np.pad(a, pad) if isinstance(a, np.ndarray) else jnp.pad(a, pad)
 
 
-@functools.partial(jax.jit, static_argnames=("grid",))
-def _assemble(parts, source, *, grid):
+@functools.partial(jax.jit, static_argnames=("grid", "cut"))
+def _assemble(parts, source, *, grid, cut=None):
     """Chunk outputs (dicts of [C, ...] arrays) to one [E, S, ...] array per field; with
-    ``source`` ``None`` the chunks are already in grid order (no gather)."""
+    ``source`` ``None`` the chunks are already in grid order (no gather).  ``cut``:
+    ``(fields, width)``, per-atom fields kept to their first ``width`` slots."""
     total = grid[0] * grid[1]
 
-    def field(*xs):
+    def field(name, xs):
         flat = jnp.concatenate(xs)
         flat = flat[:total] if source is None else flat[source]
-        return flat.reshape(grid + xs[0].shape[1:])
+        if cut is not None and name in cut[0]:
+            flat = flat[:, :cut[1]]
+        return flat.reshape(grid + flat.shape[1:])
 
-    return jax.tree_util.tree_map(field, *parts)
+    return {k: field(k, [p[k] for p in parts]) for k in parts[0]}
 
 
 def _padded_params(params: dict) -> dict:
@@ -268,15 +275,22 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     source[order] = np.arange(total)  # grid position -> position in the ordered run
     if plan.retry is not None:
         parts, source = _rerun_overflows(plan, runner, grid_keys, grid_eps, size, parts, source)
+    cut = None
     if "weights" in parts[0]:  # a shrunk capacity gives narrower atoms than the first chunk's
         width = max(p["weights"].shape[1] for p in parts)
         parts = [{k: (_pad_atoms(v, width) if k in ATOMS + plan.atom_fields else v)
                   for k, v in p.items()} for p in parts]
+        if plan.fitted_width and "leaves" in parts[0]:  # the leaves' width, not the capacity's
+            leaves = max(int(np.max(np.asarray(p["leaves"]), initial=1)) for p in parts)
+            cut = (ATOMS + plan.atom_fields, min(width, 1 << max(0, leaves - 1).bit_length()))
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
-        return {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
+        out = {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}
+        return out if cut is None else {
+            k: v[:, :, :cut[1]] if k in cut[0] else v for k, v in out.items()}
     in_order = np.array_equal(source, np.arange(total))
-    return _assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S))
+    return _assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S),
+                     cut=cut)
 
 
 def _chunks(total: int, size: int):

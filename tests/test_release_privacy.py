@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import jaxsynth as js
+from jaxsynth.mechanisms.privtree import PrivTree
 
 EPS = 1.0
 MECHS = [js.PMM(depth=8), js.PrunedPMM(depth=8), js.PrivTree(), js.PrivTree(placement="uniform")]
@@ -72,3 +73,20 @@ def test_adaptive_selection_statistics_are_diagnostics_only(X):
 def test_diagnostics_flag_is_checked(X):
     with pytest.raises(ValueError, match="diagnostics"):
         js.release_batch(0, js.PMM(depth=4), X, EPS, diagnostics="yes")
+
+
+@pytest.mark.parametrize("shift", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_privtree_release_does_not_show_its_fitted_capacity(X, shift, monkeypatch):
+    # the node table's capacity is fitted to the data without noise: no shape or value of
+    # the release may depend on it (the arrays are cut to the released leaves)
+    mech = js.PrivTree(shift=shift)
+    fitted = js.release_batch(4, mech, X, [0.5, 2.0], seeds=3)
+    initial = PrivTree._initial_capacity
+    monkeypatch.setattr(PrivTree, "_initial_capacity",
+                        lambda self, *a: 4 * initial(self, *a))
+    wider = js.release_batch(4, mech, X, [0.5, 2.0], seeds=3)
+    _assert_same_release(fitted, wider)
+    width = fitted.points.shape[-2]
+    most = int(np.max(np.asarray(fitted.leaves)))
+    assert width >= most > width // 2
+    assert np.all(np.asarray(fitted.weights)[..., most:] == 0)

@@ -14,9 +14,9 @@ that overflows is rerun with doubled capacity (same result: node randomness depe
 on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
 shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
 function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
-to the data without noise and is *not* private; it shows only as the zero-weight padding
-width of the released arrays (``points.shape[-2]``): before publishing, keep the first
-``out.leaves`` atoms or pass a public ``capacity``.
+to the data without noise and is *not* private, so the released arrays are cut to the
+power of two holding the batch's most leaves (``engine.Plan.fitted_width``): their width
+is a function of the release (an explicit, public ``capacity`` is kept as the width).
 
 The derivation, the shift's grid, the capacity bound and the node randomness: the
 documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.
@@ -114,8 +114,10 @@ def fixed_point(tree: DataTree):
 
 
 def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budget: dict,
-              adjacency: str, retry=None, info=None, finish=None) -> engine.Plan:
-    """An engine plan of ``privtree_kernel.tree_kernel`` (PrivTree and the oracles)."""
+              adjacency: str, retry=None, info=None, finish=None,
+              fitted_width: bool = False) -> engine.Plan:
+    """An engine plan of ``privtree_kernel.tree_kernel`` (PrivTree and the oracles);
+    ``fitted_width``: ``static.capacity`` was fitted to the data (``engine.Plan``)."""
     d, P, Q, L = tree.d, static.piece, static.capacity, static.max_depth
     if static.shifted:
         shared = {"fixed": fixed_point(tree)}
@@ -132,6 +134,7 @@ def tree_plan(name, static: TreeStatic, params: dict, tree: DataTree, eps, budge
         bytes_per_replicate=per_replicate, atom_bytes=4 * Q * (d + 3), info_fields=info_fields,
         diagnostic_fields=LEVEL_FIELDS,
         atom_fields=("noisy_mass",), info=info or {}, retry=retry, finish=finish,
+        fitted_width=fitted_width,
     )
 
 
@@ -286,6 +289,7 @@ class PrivTree(Mechanism):
             budget={"epsilon": eps, "eps_tree": eps / 2, "eps_leaves": eps / 2},
             adjacency="add_remove", retry=self._retry,
             info={"depth_cap": caps}, finish=self._lp if self.reconstruction == "lp" else None,
+            fitted_width=self.capacity is None,
         )
 
     def _initial_capacity(self, tree: DataTree, eps, caps) -> int:

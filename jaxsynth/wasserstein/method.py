@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.core.frontier import capacity_bucket
 from jaxsynth.core.measure import canonical_order
 
 __all__ = ["BLOCK", "Batch", "W1Method", "atom_blocks", "atom_width", "run_blocks"]
@@ -120,8 +121,9 @@ def run_blocks(fn: Callable, arrays, block: int):
 
 
 def atom_width(count: int) -> int:
-    """Atom slots of a replicate with ``count`` positive atoms: a power of two, at least 64."""
-    return max(64, 1 << max(0, int(count) - 1).bit_length())
+    """Atom slots of a replicate with ``count`` positive atoms: a power of two, at least 64
+    (the wing's one rounding rule, ``frontier.capacity_bucket``, one value per octave)."""
+    return capacity_bucket(int(count), per_octave=1, minimum=64)
 
 
 @functools.partial(jax.jit, static_argnames=("width",))

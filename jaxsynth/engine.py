@@ -281,7 +281,8 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         parts = [{k: (_pad_atoms(v, width) if k in ATOMS + plan.atom_fields else v)
                   for k, v in p.items()} for p in parts]
         if plan.fitted_width and "leaves" in parts[0]:  # the leaves' width, not the capacity's
-            leaves = max(int(np.max(np.asarray(p["leaves"]), initial=1)) for p in parts)
+            # the replicates the grid keeps (not an overflowed first try's)
+            leaves = int(np.concatenate([np.asarray(p["leaves"]) for p in parts])[source].max())
             cut = (ATOMS + plan.atom_fields, min(width, 1 << max(0, leaves - 1).bit_length()))
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}

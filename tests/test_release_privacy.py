@@ -82,10 +82,10 @@ def test_privtree_release_does_not_show_its_fitted_capacity(X, shift, monkeypatc
     mech = js.PrivTree(shift=shift)
     fitted = js.release_batch(4, mech, X, [0.5, 2.0], seeds=3)
     initial = PrivTree._initial_capacity
-    monkeypatch.setattr(PrivTree, "_initial_capacity",
-                        lambda self, *a: 4 * initial(self, *a))
-    wider = js.release_batch(4, mech, X, [0.5, 2.0], seeds=3)
-    _assert_same_release(fitted, wider)
+    # four times the fitted capacity, and one so small that replicates overflow and rerun
+    for capacity in (lambda self, *a: 4 * initial(self, *a), lambda self, *a: 16):
+        monkeypatch.setattr(PrivTree, "_initial_capacity", capacity)
+        _assert_same_release(fitted, js.release_batch(4, mech, X, [0.5, 2.0], seeds=3))
     width = fitted.points.shape[-2]
     most = int(np.max(np.asarray(fitted.leaves)))
     assert width >= most > width // 2

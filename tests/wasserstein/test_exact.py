@@ -79,7 +79,8 @@ def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
 
 
 @pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
-@pytest.mark.parametrize("d", [1, 2, 3, 5, 10])
+@pytest.mark.parametrize("d", [1, pytest.param(2, marks=pytest.mark.slow), 3,
+                               pytest.param(5, marks=pytest.mark.slow), 10])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_dimensions(d, metric, route, monkeypatch):
     take_route(route, monkeypatch)

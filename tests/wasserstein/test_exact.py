@@ -59,7 +59,7 @@ MECHANISMS = {
 ROUTES = ["full dense", "levels"]
 SLOW_DENSE = pytest.param("full dense", marks=pytest.mark.slow)
 """The full-LP route, in the slow run: the default run takes it in the adversarial cases,
-the shuffled batch, d = 1 and the cases below that name it."""
+d = 1 and the cases below that name it."""
 
 
 def take_route(route, monkeypatch):
@@ -111,7 +111,7 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
 
 
 @pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("metric", ["linf", "l2"])
+@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     # the boxes' pass must return the dense pass's c-transform bit for bit and best atoms
     # of the same reduced costs, also under steep potentials (far atoms win); both sets
@@ -295,7 +295,7 @@ def test_exact_is_what_w1_measures_by_default():
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
 def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatch):
     # the reproducibility promise: a replicate's pair is a function of the data and its
     # own measure, bit for bit, whatever else is in the batch and in which order

@@ -31,7 +31,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.compilation import exported_jit
-from jaxsynth.core.frontier import REPLICATES
+from jaxsynth.core.frontier import REPLICATES, capacity_bucket
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 
 DEFAULT_MEMORY_BYTES = 2 * 2**30
@@ -283,7 +283,8 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         if plan.fitted_width and "leaves" in parts[0]:  # the leaves' width, not the capacity's
             # the replicates the grid keeps (not an overflowed first try's)
             leaves = int(np.concatenate([np.asarray(p["leaves"]) for p in parts])[source].max())
-            cut = (ATOMS + plan.atom_fields, min(width, 1 << max(0, leaves - 1).bit_length()))
+            cut = (ATOMS + plan.atom_fields,
+                   min(width, capacity_bucket(leaves, per_octave=1, minimum=1)))
     if host:
         out = {k: np.concatenate([p[k] for p in parts])[source] for k in parts[0]}
         out = {k: v.reshape((E, S) + v.shape[1:]) for k, v in out.items()}

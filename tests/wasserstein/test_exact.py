@@ -56,26 +56,29 @@ MECHANISMS = {
 }
 
 
-ROUTES = ["full dense", "levels"]
-SLOW_DENSE = pytest.param("full dense", marks=pytest.mark.slow)
-"""The full-LP route, in the slow run: the default run takes it in the adversarial cases,
+SLOW_DENSE = pytest.param("one LP", marks=pytest.mark.slow)
+"""The one-LP route, in the slow run: the default run takes it in the adversarial cases,
 d = 1 and the cases below that name it."""
 
 
-def take_route(route, monkeypatch):
-    """Small problems take the full LP at once; ``"levels"`` forces the column generation."""
+def take_route(route, monkeypatch) -> dict:
+    """The options of ``js.w1`` for a route: ``"levels"``, the default (column generation
+    over blocks, then the points); ``"one LP"``, the points as the only level, solved
+    densely at once (what data of at most ``clusters`` points take)."""
     if route == "levels":
-        monkeypatch.setattr(exact_w1, "DENSE_POINTS", 0)
+        return {}
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", 1 << 62)
+    return {"clusters": 1 << 30}
 
 
 @pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
 @pytest.mark.parametrize("name", list(MECHANISMS))
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
-    take_route(route, monkeypatch)
+    options = take_route(route, monkeypatch)
     X = js.datasets.load("spiral", n=1500, key=1)
     out = js.release_batch(3, MECHANISMS[name], X, eps=[1.0], seeds=2)
-    check_pair(X, out, metric)
+    check_pair(X, out, metric, **options)
 
 
 @pytest.mark.parametrize("route", [SLOW_DENSE, "levels"])
@@ -83,15 +86,15 @@ def test_every_mechanism_on_the_spiral(name, metric, route, monkeypatch):
                                pytest.param(5, marks=pytest.mark.slow), 10])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_dimensions(d, metric, route, monkeypatch):
-    take_route(route, monkeypatch)
+    options = take_route(route, monkeypatch)
     X = js.datasets.load("subspace", n=800, d=d, k=min(d, 2), key=2)
     for mech in (js.PrunedPMM(), js.PrivTree(shift=d > 1)):
-        check_pair(X, js.release_batch(4, mech, X, eps=[2.0], seeds=1), metric)
+        check_pair(X, js.release_batch(4, mech, X, eps=[2.0], seeds=1), metric,
+                   **{"clusters": 256, **options})
 
 
-def test_n_3000_coarse_blocks_smaller_than_the_data(monkeypatch):
+def test_n_3000_coarse_blocks_smaller_than_the_data():
     # 3000 points in 1024 blocks: the column-generation path, not the dense coarse one
-    take_route("levels", monkeypatch)
     X = js.datasets.load("two_moons", n=3000, key=0)
     out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=2)
     lower, upper, exact = check_pair(X, out, "linf", rtol=0.001)
@@ -104,7 +107,6 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
     # a coarsest level of more than DENSE_ARCS block-atom pairs is not solved densely;
     # n = 600: it is the points themselves, n = 3000: 1024 blocks, then the points
     monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
-    take_route("levels", monkeypatch)
     X = js.datasets.load("two_moons", n=n, key=3)
     for mech in (js.PMM(), js.PrivTree()):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
@@ -163,7 +165,6 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
     monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
-    take_route("levels", monkeypatch)
     X = js.datasets.load("spiral", n=2500, key=4)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)
@@ -180,7 +181,6 @@ def test_points_by_regions(metric, monkeypatch):
     # value (1.1% the worst seen; the 256 blocks' own duals were up to 9% below on
     # PrivTree)
     monkeypatch.setattr(exact_w1, "REGION", 512)
-    take_route("levels", monkeypatch)
     X = js.datasets.load("spiral", n=3000, key=5)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         out = js.release_batch(7, mech, X, eps=[1.0], seeds=2)
@@ -209,15 +209,15 @@ def measure(points, weights):
                             visited=one, leaves=one, depth=0 * one, budget={}, info={})
 
 
-@pytest.mark.parametrize("path", ["full dense", "dense", "column generation", "regions"])
+@pytest.mark.parametrize("path", ["one LP", "dense", "column generation", "regions"])
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_adversarial_cases(metric, path, monkeypatch):
     # the full LP at once; the coarsest level solved densely or by column generation; or
     # (levels of 64 and 512 blocks) the points by regions of 256, with the plan-adapted
     # level's lower end
-    options, adapted = {}, []
-    take_route("full dense" if path == "full dense" else "levels", monkeypatch)
-    if path not in ("full dense", "dense"):
+    adapted = []
+    options = take_route("one LP" if path == "one LP" else "levels", monkeypatch)
+    if path not in ("one LP", "dense"):
         monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
     if path == "regions":
         options = dict(clusters=64)
@@ -299,12 +299,12 @@ def test_exact_is_what_w1_measures_by_default():
 def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatch):
     # the reproducibility promise: a replicate's pair is a function of the data and its
     # own measure, bit for bit, whatever else is in the batch and in which order
-    take_route(route, monkeypatch)
+    options = take_route(route, monkeypatch)
     X = js.datasets.load("spiral", n=1500, key=8)
     out = js.release_batch(9, js.PrivTree(), X, eps=[0.5, 1.0, 2.0, 4.0], seeds=16)
     points = np.asarray(out.points).reshape(64, -1, 2)
     weights = np.asarray(out.weights).reshape(64, -1)
-    data = prepare_exact(X)
+    data = prepare_exact(X, **options)
     lower, upper = w1_exact(data, points, weights)
     order = np.random.default_rng(0).permutation(64)
     lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order], workers=3)

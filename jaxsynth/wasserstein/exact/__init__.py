@@ -1,8 +1,9 @@
 """Certified W1 between the whole data set and a synthetic measure (``w1_exact``).
 
 ``solver`` runs multiscale column generation over the levels of the data and certifies
-``lower ≤ W1 ≤ upper`` with ``upper − lower ≤ rtol · upper``; ``simplex`` is the
-warm-startable network simplex it solves each restricted transport LP with.
+``lower ≤ W1 ≤ upper`` with ``upper − lower ≤ rtol · upper``; ``lp`` solves each
+restricted transport LP, warm-started; ``levels`` holds the data's levels of blocks and
+``certificate`` the two ends.
 Derivations: ``docs/theory/exact-w1.md``.
 """
 

@@ -12,13 +12,22 @@ import numpy as np
 
 from jaxsynth.core import partition
 
-__all__ = ["coupling_upper", "line_w1", "pair_cost"]
+__all__ = ["cost_matrix", "coupling_upper", "line_w1", "pair_cost"]
 
 
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
     """Row-wise ground cost ``c(a_k, b_k)`` in float64, [K]."""
     diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
     return diff.max(axis=-1) if metric == "linf" else np.sqrt((diff * diff).sum(axis=-1))
+
+
+def cost_matrix(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
+    """Ground costs ``c(a_i, b_j)`` [K, L] in float64 (``scipy``'s ``cdist``: no [K, L, d]
+    temporary, many times faster than ``pair_cost`` broadcast)."""
+    from scipy.spatial.distance import cdist
+
+    return cdist(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                 "chebyshev" if metric == "linf" else "euclidean")
 
 
 def _point_shares(level, plan):

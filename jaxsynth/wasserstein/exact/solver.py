@@ -6,10 +6,11 @@ He, Vershynin, Zhu, COLT 2023, and Zare Moayedi et al., arXiv 2609.33363, §7). 
 end is a dual value certified by the c-transform over all atoms
 (``ctransform.reduced_pass``); the upper end is the cost of a coupling
 (``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
-(``certificate.line_w1``); ``n · M ≤ DENSE_POINTS``, the full LP at once; otherwise
-multiscale column generation over the data's levels of Morton blocks
-(``levels.prepare_exact``), each restricted LP warm-started from the replicate's own
-previous duals (``lp.solve_arcs``), the points solved by regions on large data.  A pair
+(``certificate.line_w1``); otherwise multiscale column generation over the data's
+levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
+``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
+once), each restricted LP warm-started from the replicate's own previous duals
+(``lp.solve_arcs``), the points solved by regions on large data.  A pair
 wider than ``rtol`` warns and is still certified.
 
 A replicate's pair depends only on the data and its own measure (canonical atom order,
@@ -34,7 +35,12 @@ from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp
-from jaxsynth.wasserstein.exact.certificate import coupling_upper, line_w1, pair_cost
+from jaxsynth.wasserstein.exact.certificate import (
+    cost_matrix,
+    coupling_upper,
+    line_w1,
+    pair_cost,
+)
 from jaxsynth.wasserstein.exact.levels import (
     ExactData,
     Level,
@@ -58,9 +64,6 @@ COARSE_CANDIDATES = 8
 DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""
-DENSE_POINTS = 1 << 21
-"""Data and atoms with at most this many point-atom pairs take the full LP at once (POT's
-dense solve), faster there than the levels (``benchmarks/bench_exact.py``)."""
 MAX_ROUNDS = 64
 """Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
 REGION = 1 << 14
@@ -216,14 +219,6 @@ def _arcs_of(rows, best, m: int):
     return np.repeat(rows, best.shape[1]) * m + best[rows].ravel()
 
 
-def _full_dense(rep: Replicate) -> Pair:
-    """Small problems: the full LP at once (POT's dense solve); both ends from it."""
-    level = rep.data.levels[-1]
-    solution = _lp(rep, lp.solve_dense, level.masses, rep.w, pair_cost(
-        level.centroids[:, None, :], rep.atoms[None, :, :], rep.metric))
-    return Pair(_lower_end(rep, solution.v)[0], _upper(rep, level, solution[:3]))
-
-
 def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     """Level ``index`` by column generation (or densely, a small coarsest level), the
     pair tightened after every round; returns ``(pair, Solved)``."""
@@ -231,8 +226,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     level = data.levels[index]
     coarsest, finest = last is None, index == len(data.levels) - 1
     if coarsest and level.size * m <= DENSE_ARCS:
-        solution = _lp(rep, lp.solve_dense, level.masses, w, pair_cost(
-            level.centroids[:, None, :], rep.atoms[None, :, :], rep.metric))
+        solution = _lp(rep, lp.solve_dense, level.masses, w,
+                       cost_matrix(level.centroids, rep.atoms, rep.metric))
         pair = pair.tightened(upper=_upper(rep, level, solution[:3]))
         return _leave(rep, index, pair, solution.v), Solved(level, solution[:3], solution.u,
                                                            solution.v)
@@ -422,18 +417,15 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times):
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
     rep = _replicate_inputs(data, points, weights, metric, rtol, times)
-    if n * m <= DENSE_POINTS:
-        pair = _full_dense(rep)
-    else:
-        pair, last = Pair(0.0, diam), None
-        for index, level in enumerate(data.levels):
-            if pair.met(rtol):
-                break
-            if last is not None and index == len(data.levels) - 1 \
-                    and level.size > levels.MAX_LP_BLOCKS:
-                pair = _solve_regions(rep, pair, last)
-                break
-            pair, last = _solve_level(rep, index, pair, last)
+    pair, last = Pair(0.0, diam), None
+    for index, level in enumerate(data.levels):
+        if pair.met(rtol):
+            break
+        if last is not None and index == len(data.levels) - 1 \
+                and level.size > levels.MAX_LP_BLOCKS:
+            pair = _solve_regions(rep, pair, last)
+            break
+        pair, last = _solve_level(rep, index, pair, last)
     return max(0.0, min(pair.lower, pair.upper)), min(diam, pair.upper)
 
 

@@ -16,9 +16,17 @@ __all__ = ["cost_matrix", "coupling_upper", "line_w1", "pair_cost"]
 
 
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
-    """Row-wise ground cost ``c(a_k, b_k)`` in float64, [K]."""
-    diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
-    return diff.max(axis=-1) if metric == "linf" else np.sqrt((diff * diff).sum(axis=-1))
+    """Row-wise ground cost ``c(a_k, b_k)`` in float64, [K] (a coordinate at a time: a
+    reduction over a short last axis is several times slower)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    total = np.zeros(np.broadcast_shapes(a.shape, b.shape)[:-1])
+    for k in range(a.shape[-1]):
+        diff = np.abs(a[..., k] - b[..., k])
+        if metric == "linf":
+            np.maximum(total, diff, out=total)
+        else:
+            total += diff * diff
+    return total if metric == "linf" else np.sqrt(total)
 
 
 def cost_matrix(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:

@@ -330,10 +330,16 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
 
     sigma = pi[v_in] - pi[u_in] - (cost[e_in] if u_in < q else -cost[e_in])
     end = thread[last[u_in]]
-    u = u_in
-    while u != end:
-        pi[u] += sigma
-        u = thread[u]
+    if 2 * succ[u_in] <= len(parent):
+        u = u_in
+        while u != end:
+            pi[u] += sigma
+            u = thread[u]
+    else:  # the same reduced costs: shift the rest of the tree (root included) back
+        u = end
+        while u != u_in:
+            pi[u] -= sigma
+            u = thread[u]
     return True
 
 
@@ -401,7 +407,7 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
     if not _thread(parent, thread, rev, succ, last):
         return 2, 0, pi
     _potentials(q, parent, pred, cost, thread, pi, art)
-    pivots = 0
+    base, pivots = pi[root], 0
 
     block = max(int(np.ceil(np.sqrt(n_arcs))), 10)
     next_arc, checked = 0, False
@@ -427,6 +433,7 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
                 art *= 16.0
                 cost[n_arcs + q:n_arcs + root] = art + guide
             _potentials(q, parent, pred, cost, thread, pi, art)  # no drift: price again
+            base = pi[root]
             checked = True
             continue
         checked = False
@@ -436,6 +443,9 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
                       pi, dirty):
             return 2, pivots, pi
         pivots += 1
+        if abs(pi[root] - base) > art:  # potentials drifted: their round-off would grow
+            _potentials(q, parent, pred, cost, thread, pi, art)
+            base = pi[root]
     if _through_root(flow, pred, n_arcs):
         return 2, pivots, pi
     return 0, pivots, _duals(q, parent, pred, cost, thread, src, tgt, n_arcs)

@@ -1,7 +1,10 @@
 """Paired timing of a dumped column-generation LP sequence: POT's sparse network simplex
 (started from the dumped potentials, as ``lp.solve_arcs`` does) against
 ``exact.simplex`` (each level's first LP cold, guided by the dumped column potentials
-where there are some, later rounds restarted from the previous round's basis).  Usage: python bench_sequence.py [case ...] (default: every dumped case).
+where there are some, later rounds restarted from the previous round's basis), with
+POT's optimal cost as the check.  Then both cold on the last level's first LP.
+
+Usage: python bench_sequence.py [case ...]  (default: both dumped cases)
 """
 
 import glob
@@ -27,7 +30,7 @@ def pot(lp):
     if len(lp["u0"]):
         args += (lp["u0"], lp["v0"])
     t = time.perf_counter()
-    _, _, mass, cost, _, _, status = emd_c_sparse(*args)
+    cost, status = emd_c_sparse(*args)[3::3]
     return time.perf_counter() - t, cost, status
 
 

@@ -6,14 +6,17 @@ rebuilds LEMON's artificial star tree and pays nearly a whole solve again.  This
 returns its optimal spanning tree (``Basis``) and, given it on a superset of the arcs
 (same masses), starts there: a round pivots only on what the new arcs change.
 
-The algorithm is LEMON's: an artificial root joined to every node by a big-M arc, block
-search pricing (blocks of about ``sqrt(arcs)`` arcs scanned cyclically, the most
-negative reduced cost of a block enters), a strongly feasible tree (the leaving arc is
-the last blocking one met from the apex of the cycle; no cycling on the many degenerate
-pivots of transport problems) kept as parent / thread (preorder) / subtree size / last
-successor arrays, so a pivot costs O(cycle + moved subtree).  Arcs are uncapacitated,
-rows are sources: the arc above a row node always points to its parent, the one above a
-column node away from it, and the flow of a tree arc is kept on its lower node.
+The pivots are LEMON's: block search pricing (blocks of about ``sqrt(arcs)`` arcs
+scanned cyclically, the most negative reduced cost of a block enters), a strongly
+feasible tree (the leaving arc is the last blocking one met from the apex of the cycle;
+no cycling on the many degenerate pivots of transport problems) kept as parent / thread
+(preorder) / subtree size / last successor arrays, so that a pivot costs O(cycle + the
+smaller side of the tree, whose potentials shift).  The start differs: an artificial
+root with big-M arcs as LEMON's, but each row hung at once on its arc of least
+``c − guide`` (optional column duals, e.g. a coarser LP's), the columns' excesses and
+shortages on their arcs to and from the root.  Arcs are uncapacitated, rows are
+sources: the arc above a row points to its parent, the one above a column away from
+it, but for a column's arc to the root; a tree arc's flow is kept on its lower node.
 
 Conventions: rows ``0..Q-1`` and columns ``Q..Q+M-1`` are the nodes, ``Q+M`` the root;
 node potentials ``pi`` give the reduced cost ``c + pi[row] - pi[col]`` (so ``u = -pi``

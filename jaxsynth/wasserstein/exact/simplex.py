@@ -1,0 +1,501 @@
+"""A primal network simplex for sparse transport LPs that restarts from a basis.
+
+Column generation re-solves a transport LP after adding arcs, many rounds per level.
+POT's network simplex (LEMON's, in C++) can only be seeded with potentials: every call
+rebuilds LEMON's artificial star tree and pays nearly a whole solve again.  This one
+returns its optimal spanning tree (``Basis``) and, given it on a superset of the arcs
+(same masses), starts there: a round pivots only on what the new arcs change.
+
+The pivots are LEMON's: block search pricing (blocks of about ``sqrt(arcs)`` arcs
+scanned cyclically, the most negative reduced cost of a block enters), a strongly
+feasible tree (the leaving arc is the last blocking one met from the apex of the cycle;
+no cycling on the many degenerate pivots of transport problems) kept as parent / thread
+(preorder) / subtree size / last successor arrays, so that a pivot costs O(cycle + the
+smaller side of the tree, whose potentials shift).  The start differs: an artificial
+root with big-M arcs as LEMON's, but each row hung at once on its arc of least
+``c − guide`` (optional column duals, e.g. a coarser LP's), the columns' excesses and
+shortages on their arcs to and from the root.  Arcs are uncapacitated, rows are
+sources: the arc above a row points to its parent, the one above a column away from
+it, but for a column's arc to the root; a tree arc's flow is kept on its lower node.
+
+Conventions: rows ``0..Q-1`` and columns ``Q..Q+M-1`` are the nodes, ``Q+M`` the root;
+node potentials ``pi`` give the reduced cost ``c + pi[row] - pi[col]`` (so ``u = -pi``
+on rows, ``v = pi`` on columns).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+__all__ = ["Basis", "solve"]
+
+PIVOTS_PER_SIZE = 20
+"""Pivots (per arc and node) before a solve is reported as failed: real solves take
+about one per node."""
+TOL = 1e-14
+"""Reduced costs above ``-TOL · max(1, max |cost|)`` count as non-negative."""
+ZERO = 1e-15
+"""Flows up to this are zero to the pivots (round-off of masses that sum to 1)."""
+FLOW_TOL = 1e-12
+"""Largest flow left on an artificial arc (the masses' round-off) at an optimum."""
+
+
+class Basis(NamedTuple):
+    """The optimal spanning tree of a solve, to restart one on more arcs (same masses).
+
+    Attributes:
+      parent: [Q+M] each node's parent (``Q+M``: the root).
+      keys: [Q+M] the key ``row · M + col`` of the arc above each node; for an arc of
+        the root, ``-2`` if it runs from a column to the root, else ``-1``.
+      flow: [Q+M] the flow on that arc.
+    """
+
+    parent: np.ndarray
+    keys: np.ndarray
+    flow: np.ndarray
+
+
+def solve(a, b, rows, cols, costs, start: Basis | None = None, guide=None,
+          max_iter: int | None = None):
+    """Optimal transport from ``a`` [Q] to ``b`` [M] on the arcs ``rows``, ``cols``
+    (unique pairs, float64 ``costs``), which must admit a coupling.
+
+    ``start``: the ``Basis`` of an earlier solve with the same ``a`` and ``b`` on a subset
+    of these arcs; ignored (a cold start) if it does not fit.  ``guide``: [M] column
+    duals that a cold start begins from (those of a coarser LP): each row first sends
+    its mass on its arc of least ``c − guide``.
+
+    Returns ``(rows, cols, mass, u, v, basis, pivots)``: the plan's arcs of positive mass
+    in key order, duals with ``c − u − v ≥ 0`` on every arc (0 on the plan's), the basis.
+
+    Raises:
+      RuntimeError: no coupling on these arcs, or no optimum within ``max_iter`` pivots.
+    """
+    a, b = np.ascontiguousarray(a, np.float64), np.ascontiguousarray(b, np.float64)
+    q, m = len(a), len(b)
+    rows, cols = np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+    keys = rows * m + cols
+    if np.any(keys[1:] <= keys[:-1]):
+        order = np.argsort(keys)
+        rows, cols, keys = rows[order], cols[order], keys[order]
+        costs = np.asarray(costs, np.float64)[order]
+    costs = np.ascontiguousarray(costs, np.float64)
+    if max_iter is None:
+        max_iter = PIVOTS_PER_SIZE * (len(keys) + q + m)
+    tol = TOL * max(1.0, float(np.abs(costs).max(initial=0.0)))
+    tree = None if start is None else _restart(a, b, keys, start)
+    cold = tree is None
+    if cold:
+        tree = (np.empty(q + m + 1, np.int32), np.empty(q + m + 1, np.int32), np.empty(q + m + 1))
+    parent, pred, flow = tree
+    guide = np.zeros(m) if guide is None else np.asarray(guide, np.float64)
+    status, pivots, pi = _simplex(q, a, b, rows.astype(np.int32), (cols + q).astype(np.int32),
+                                  costs, guide, parent, pred, flow, cold, tol, max_iter)
+    if status == 1:
+        raise RuntimeError(f"network simplex: no optimum within {max_iter} pivots")
+    if status == 2:
+        raise RuntimeError("network simplex: the arcs admit no coupling of the masses")
+    parent, pred, flow = parent[:-1], pred[:-1], flow[:-1]
+    real = pred < len(keys)
+    arcs = np.sort(pred[real & (flow > 0)])
+    arc_flow = np.zeros(len(keys))
+    arc_flow[pred[real]] = flow[real]
+    codes = np.where(pred < len(keys) + q + m, -1, -2)
+    basis = Basis(parent.copy(), np.where(real, keys[np.where(real, pred, 0)], codes),
+                  flow.copy())
+    return rows[arcs], cols[arcs], arc_flow[arcs], -pi[:q], pi[q:q + m], basis, pivots
+
+
+def _restart(a, b, keys, start: Basis):
+    """The tree of ``start`` on the arcs ``keys`` (artificial arcs as negative codes), or
+    None if it does not fit (an arc gone, other masses)."""
+    q, m = len(a), len(b)
+    if len(start.parent) != q + m:
+        return None
+    real = start.keys >= 0
+    index = np.searchsorted(keys, start.keys[real])
+    if np.any(index >= len(keys)) or np.any(keys[np.minimum(index, len(keys) - 1)]
+                                             != start.keys[real]):
+        return None
+    parent = np.append(np.asarray(start.parent, np.int32), -1).astype(np.int32)
+    pred = np.append(np.asarray(start.keys), -1).astype(np.int32)
+    pred[:-1][real] = index
+    flow = np.append(np.asarray(start.flow, np.float64), 0.0)
+    # the tree's flows must balance these masses: rows send a, columns receive b
+    up = (np.arange(q + m) < q) | (start.keys == -2)
+    signed = flow[:-1] * np.where(up, 1.0, -1.0)
+    net = signed - np.bincount(parent[:-1], signed, q + m + 1)[:q + m]
+    if max(np.abs(net[:q] - a).max(initial=0.0), np.abs(net[q:] + b).max(initial=0.0)) > FLOW_TOL:
+        return None
+    return parent, pred, flow
+
+
+@numba.njit(cache=True, nogil=True)
+def _thread(parent, thread, rev, succ, last):
+    """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
+    successors of the tree ``parent`` (children in node order)."""
+    n = len(parent)
+    root = n - 1
+    first = np.zeros(n + 1, np.int32)
+    for u in range(root):
+        first[parent[u] + 1] += 1
+    for u in range(n):
+        first[u + 1] += first[u]
+    fill = first[:-1].copy()
+    child = np.empty(max(n - 1, 1), np.int32)
+    for u in range(root):
+        child[fill[parent[u]]] = u
+        fill[parent[u]] += 1
+    order = np.empty(n, np.int32)
+    stack = np.empty(n, np.int32)
+    stack[0] = root
+    top, k = 1, 0
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        order[k] = u
+        k += 1
+        for i in range(first[u + 1] - 1, first[u] - 1, -1):
+            stack[top] = child[i]
+            top += 1
+    if k != n:
+        return False  # not a tree: a cycle misses the root
+    for i in range(n):
+        thread[order[i]] = order[(i + 1) % n]
+        rev[order[(i + 1) % n]] = order[i]
+    succ[:] = 1
+    for i in range(n - 1, 0, -1):
+        succ[parent[order[i]]] += succ[order[i]]
+    position = np.empty(n, np.int32)
+    position[order] = np.arange(n, dtype=np.int32)
+    for u in range(n):
+        last[u] = order[position[u] + succ[u] - 1]
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _potentials(q, parent, pred, cost, thread, pi, art):
+    """Potentials from the tree (zero reduced cost on its arcs); the root sits at ``-art``
+    when a column hangs from it, so that potentials of a tree of real arcs stay small."""
+    root = len(parent) - 1
+    n_up = len(cost) - root
+    pi[root] = 0.0
+    for u in range(q, root):
+        if parent[u] == root and pred[u] < n_up:
+            pi[root] = -art
+    u = thread[root]
+    while u != root:
+        up = u < q or pred[u] >= n_up
+        pi[u] = pi[parent[u]] - cost[pred[u]] if up else pi[parent[u]] + cost[pred[u]]
+        u = thread[u]
+
+
+@numba.njit(cache=True, nogil=True)
+def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last, pi, dirty):
+    """Enter arc ``e_in``: augment around its cycle, swap the leaving arc out of the tree
+    (LEMON's update of the thread, subtree sizes and last successors), shift the
+    potentials of the moved subtree.  Returns False if the cycle is unbounded."""
+    n_up = len(cost) - len(parent) + 1
+    s, t = src[e_in], tgt[e_in]
+    u, v = s, t
+    while u != v:  # the apex (join) of the cycle
+        if succ[u] < succ[v]:
+            u = parent[u]
+        else:
+            v = parent[v]
+    join = u
+    # leaving arc: the last blocking one along the cycle from the apex (strongly
+    # feasible), flows within ZERO of the least one blocking alike
+    delta = np.inf
+    u = s  # the flow runs down this side: arcs pointing up (above rows) decrease
+    while u != join:
+        if (u < q or pred[u] >= n_up) and flow[u] < delta:
+            delta = flow[u]
+        u = parent[u]
+    u = t  # and up this side: arcs pointing down (above columns) decrease
+    while u != join:
+        if u >= q and pred[u] < n_up and flow[u] < delta:
+            delta = flow[u]
+        u = parent[u]
+    if delta == np.inf:
+        return False
+    blocking = delta + ZERO
+    u_out, side = -1, 2
+    u = t
+    while u != join:
+        if u >= q and pred[u] < n_up and flow[u] <= blocking:
+            u_out = u
+        u = parent[u]
+    if u_out < 0:
+        side = 1
+        u = s
+        while not ((u < q or pred[u] >= n_up) and flow[u] <= blocking):
+            u = parent[u]
+        u_out = u
+    if delta <= ZERO:
+        delta = 0.0
+    else:
+        u = s
+        while u != join:
+            flow[u] += -delta if u < q or pred[u] >= n_up else delta
+            u = parent[u]
+        u = t
+        while u != join:
+            flow[u] += delta if u < q or pred[u] >= n_up else -delta
+            u = parent[u]
+    u_in, v_in = (s, t) if side == 1 else (t, s)
+
+    old_rev, old_succ, old_last = rev[u_out], succ[u_out], last[u_out]
+    v_out = parent[u_out]
+    if u_in == u_out:
+        parent[u_in] = v_in
+        pred[u_in] = e_in
+        flow[u_in] = delta
+        if thread[v_in] != u_out:  # move the subtree's thread segment after v_in
+            after = thread[old_last]
+            thread[old_rev] = after
+            rev[after] = old_rev
+            after = thread[v_in]
+            thread[v_in] = u_out
+            rev[u_out] = v_in
+            thread[old_last] = after
+            rev[after] = old_last
+    else:
+        # re-hang the stem u_in … u_out under v_in, reversing its parent links
+        thread_continue = thread[old_last] if old_rev == v_in else thread[v_in]
+        stem, par_stem = u_in, v_in
+        lst = last[u_in]
+        after = thread[lst]
+        thread[v_in] = u_in
+        dirty[0] = v_in
+        n_dirty = 1
+        while stem != u_out:
+            next_stem = parent[stem]
+            thread[lst] = next_stem
+            dirty[n_dirty] = lst
+            n_dirty += 1
+            before = rev[stem]
+            thread[before] = after
+            rev[after] = before
+            parent[stem] = par_stem
+            par_stem, stem = stem, next_stem
+            lst = rev[par_stem] if last[stem] == last[par_stem] else last[stem]
+            after = thread[lst]
+        parent[u_out] = par_stem
+        thread[lst] = thread_continue
+        rev[thread_continue] = lst
+        last[u_out] = lst
+        if old_rev != v_in:
+            thread[old_rev] = after
+            rev[after] = old_rev
+        for i in range(n_dirty):
+            rev[thread[dirty[i]]] = dirty[i]
+        sizes, stem_last = 0, last[u_out]
+        u = u_out
+        while u != u_in:
+            p = parent[u]
+            pred[u], flow[u] = pred[p], flow[p]
+            sizes += succ[u] - succ[p]
+            succ[u] = sizes
+            last[p] = stem_last
+            u = p
+        pred[u_in] = e_in
+        flow[u_in] = delta
+        succ[u_in] = old_succ
+
+    up_limit_out = join if last[join] == v_in else -1
+    last_out = last[u_out]
+    u = v_in
+    while u != -1 and last[u] == v_in:
+        last[u] = last_out
+        u = parent[u]
+    if join != old_rev and v_in != old_rev:
+        u = v_out
+        while u != up_limit_out and u != -1 and last[u] == old_last:
+            last[u] = old_rev
+            u = parent[u]
+    elif last_out != old_last:
+        u = v_out
+        while u != up_limit_out and u != -1 and last[u] == old_last:
+            last[u] = last_out
+            u = parent[u]
+    u = v_in
+    while u != join:
+        succ[u] += old_succ
+        u = parent[u]
+    u = v_out
+    while u != join:
+        succ[u] -= old_succ
+        u = parent[u]
+
+    sigma = pi[v_in] - pi[u_in] - (cost[e_in] if u_in < q else -cost[e_in])
+    end = thread[last[u_in]]
+    if 2 * succ[u_in] <= len(parent):
+        u = u_in
+        while u != end:
+            pi[u] += sigma
+            u = thread[u]
+    else:  # the same reduced costs: shift the rest of the tree (root included) back
+        u = end
+        while u != u_in:
+            pi[u] -= sigma
+            u = thread[u]
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _hang_rows(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow):
+    """A cold start: each row on its arc of least ``cost − guide``, each column on the
+    root (an arc to the root for its excess, from it for its shortage), rows without
+    arcs on the root; strongly feasible (the arcs of zero flow point to the root)."""
+    root = len(parent) - 1
+    n_arcs, n_up = len(arc_cost), len(arc_cost) + root
+    cheapest = np.full(q, -1, np.int64)
+    best = np.empty(q)
+    for e in range(n_arcs):
+        r = src[e]
+        if cheapest[r] < 0 or arc_cost[e] - guide[tgt[e] - q] < best[r]:
+            cheapest[r], best[r] = e, arc_cost[e] - guide[tgt[e] - q]
+    excess = -b
+    for r in range(q):
+        e = cheapest[r]
+        if e < 0:
+            parent[r], pred[r] = root, n_arcs + r
+        else:
+            parent[r], pred[r] = tgt[e], e
+            excess[tgt[e] - q] += a[r]
+        flow[r] = a[r]
+    for j in range(q, root):
+        parent[j] = root
+        if excess[j - q] < 0:
+            pred[j], flow[j] = n_arcs + j, -excess[j - q]
+        else:
+            pred[j], flow[j] = n_up + j, excess[j - q]
+    parent[root] = -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, max_iter):
+    """Pivot from the tree ``parent`` / ``pred`` / ``flow`` (updated in place; built by
+    ``_hang_rows`` if ``cold``; artificial arcs ``-1``: a row's to the root, the root's
+    to a column; ``-2``: a column's to the root) to an optimum.  Returns (status: 0
+    optimal, 1 out of pivots, 2 infeasible; pivots; dual potentials with every
+    component of real tree arcs kept near zero)."""
+    n = len(parent)
+    root = n - 1
+    n_arcs = len(arc_cost)
+    # big M: small (potentials stay small, pricing sees no round-off of it), raised
+    # while an optimum still sends mass through the root, up to LEMON's sure bound
+    art = 4.0 * (np.abs(arc_cost).max() + np.abs(guide).max() + 1.0) if n_arcs else 1.0
+    sure = art * n
+    # real arcs; artificial arcs of rows (to the root), of columns from the root; of
+    # columns to the root (their costs put the columns' potentials at ``guide``)
+    cost = np.zeros(n_arcs + 2 * root)
+    cost[:n_arcs] = arc_cost
+    cost[n_arcs + q:n_arcs + root] = art + guide
+    cost[n_arcs + root + q:] = -guide
+    if cold:
+        _hang_rows(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow)
+    else:
+        for u in range(root):
+            if pred[u] < 0:
+                pred[u] = n_arcs + u if pred[u] == -1 else n_arcs + root + u
+    thread = np.empty(n, np.int32)
+    rev, succ, last = np.empty_like(thread), np.empty_like(thread), np.empty_like(thread)
+    dirty = np.empty(n, np.int32)
+    pi = np.empty(n)
+    if not _thread(parent, thread, rev, succ, last):
+        return 2, 0, pi
+    _potentials(q, parent, pred, cost, thread, pi, art)
+    base, pivots = pi[root], 0
+
+    block = max(int(np.ceil(np.sqrt(n_arcs))), 10)
+    next_arc, checked = 0, False
+    while n_arcs:
+        e_in, best, count, e = -1, -tol, block, next_arc
+        for _ in range(n_arcs):
+            r = arc_cost[e] + pi[src[e]] - pi[tgt[e]]
+            if r < best:
+                best, e_in = r, e
+            e += 1
+            if e == n_arcs:
+                e = 0
+            count -= 1
+            if count == 0:
+                if e_in >= 0:
+                    break
+                count = block
+        next_arc = e
+        if e_in < 0:
+            if checked:
+                if art >= sure or not _through_root(flow, pred, n_arcs):
+                    break
+                art *= 16.0
+                cost[n_arcs + q:n_arcs + root] = art + guide
+            _potentials(q, parent, pred, cost, thread, pi, art)  # no drift: price again
+            base = pi[root]
+            checked = True
+            continue
+        checked = False
+        if pivots >= max_iter:
+            return 1, pivots, pi
+        if not _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
+                      pi, dirty):
+            return 2, pivots, pi
+        pivots += 1
+        if abs(pi[root] - base) > art:  # potentials drifted: their round-off would grow
+            _potentials(q, parent, pred, cost, thread, pi, art)
+            base = pi[root]
+    if _through_root(flow, pred, n_arcs):
+        return 2, pivots, pi
+    return 0, pivots, _duals(q, parent, pred, cost, thread, src, tgt, n_arcs)
+
+
+@numba.njit(cache=True, nogil=True)
+def _through_root(flow, pred, n_arcs):
+    """Whether artificial arcs carry more than round-off."""
+    for u in range(len(flow) - 1):
+        if pred[u] >= n_arcs and flow[u] > FLOW_TOL:
+            return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _duals(q, parent, pred, cost, thread, src, tgt, n_arcs):
+    """Potentials of the optimal tree without the artificial costs: zero at the top of
+    each component of real arcs, then components shifted (shortest paths over the arcs
+    between them) so that every reduced cost is non-negative."""
+    n = len(parent)
+    root = n - 1
+    comp = np.zeros(n, np.int32)
+    pi = np.zeros(n)
+    n_comp = 0
+    u = thread[root]
+    while u != root:
+        p = parent[u]
+        if p == root:
+            comp[u] = n_comp
+            n_comp += 1
+        else:
+            comp[u] = comp[p]
+            pi[u] = pi[p] - cost[pred[u]] if u < q else pi[p] + cost[pred[u]]
+        u = thread[u]
+    if n_comp > 1:
+        shift = np.zeros(n_comp)
+        for _ in range(n_comp):
+            changed = False
+            for e in range(n_arcs):
+                i, j = comp[src[e]], comp[tgt[e]]
+                if i != j:
+                    bound = shift[i] + cost[e] + pi[src[e]] - pi[tgt[e]]
+                    if bound < shift[j]:
+                        shift[j] = bound
+                        changed = True
+            if not changed:
+                break
+        for u in range(root):
+            pi[u] += shift[comp[u]]
+    return pi

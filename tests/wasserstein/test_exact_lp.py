@@ -5,8 +5,6 @@ Truth: ``ot.emd2`` on the dense cost matrix, with infinite cost off the allowed 
 order-one costs (1e-12 absolute).
 """
 
-import inspect
-
 import numpy as np
 import ot
 import pytest
@@ -84,7 +82,7 @@ def test_optimal_feasible_and_complementary(case, per_row):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_warm_start_after_arcs_are_added(seed):
-    # column generation: the previous round's duals start the LP on more arcs; the
+    # column generation: the previous round's basis restarts the LP on more arcs; the
     # optimum is POT's on the new arcs, and below (or at) the previous round's
     rng = np.random.default_rng(seed)
     n, m = 200, 60
@@ -101,23 +99,3 @@ def test_warm_start_after_arcs_are_added(seed):
     cold = lp.solve_arcs(a, b, rows, cols, cost[rows, cols])
     assert after == pytest.approx(check(a, b, rows, cols, cost[rows, cols], cold), abs=TOL)
     assert after <= before + TOL
-
-
-def test_pot_warm_start_function_is_the_tested_one():
-    # the warm start relies on POT's lower-level sparse solver (not public API): fail
-    # loudly if it disappears or its arguments change, so the pin can be revisited (the
-    # cold public path stands in meanwhile)
-    assert lp.POT_WARM_START is not None, "ot.lp.emd_wrap.emd_c_sparse is gone"
-    doc = inspect.getdoc(lp.POT_WARM_START) or ""
-    for name in ("edge_sources", "edge_targets", "edge_costs", "max_iter", "alpha_init",
-                 "beta_init"):
-        assert name in doc, f"emd_c_sparse no longer documents {name}"
-
-
-def test_cold_public_path_agrees(monkeypatch):
-    rng = np.random.default_rng(5)
-    a, b = rng.random(50), rng.random(20)
-    a, b = a / a.sum(), b / b.sum()
-    rows, cols, costs = restricted(rng, a, b, rng.random((50, 20)), 4)
-    monkeypatch.setattr(lp, "POT_WARM_START", None)
-    check(a, b, rows, cols, costs, lp.solve_arcs(a, b, rows, cols, costs))

@@ -137,8 +137,8 @@ def scaling_note(seconds: dict) -> str:
                         for k, v in seconds.items())
             + f" (2 threads over 1: {seconds[1] / seconds[2]:.2f}, a parallel efficiency of "
             f"{efficiency:.2f}).  Replicates share nothing but the prepared data, and a "
-            "replicate's LPs (POT's network simplex, which releases the GIL) and passes "
-            "run on its own thread, so a 16-core host (the pool's default, "
+            "replicate's LPs (the network simplex, compiled to run without the GIL) and "
+            "passes run on its own thread, so a 16-core host (the pool's default, "
             f"{solver.THREADS_PER_CORE} threads per core) would have at most about "
             f"{16 * efficiency:.0f} times the one-thread throughput, about "
             f"{seconds[1] / (16 * efficiency):.3f} s per replicate, at this machine's "

@@ -9,7 +9,7 @@ end is a dual value certified by the c-transform over all atoms
 (``certificate.line_w1``); otherwise multiscale column generation over the data's
 levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
 ``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
-once), each restricted LP warm-started from the replicate's own previous duals
+once), each round's restricted LP restarted from the replicate's own previous basis
 (``lp.solve_arcs``), the points solved by regions on large data.  A pair
 wider than ``rtol`` warns and is still certified.
 

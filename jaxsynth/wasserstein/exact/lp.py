@@ -4,12 +4,15 @@
 ``solve_arcs`` keeps the work of column generation: it is ``simplex.solve``, which
 restarts a round from the previous round's optimal spanning tree (POT's solvers can only
 be seeded with potentials and rebuild their start every call), and starts a level's
-first LP from the level above's column duals.  Either way the plan is an optimal one of
-the restricted LP: the certificate does not depend on the start.
+first LP from the level above's column duals.  Should it not settle within its pivot
+limit (round-off can make a degenerate LP cycle), POT's public cold solve stands in.
+Either way the plan is an optimal one of the restricted LP: the certificate does not
+depend on the start or the solver.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -19,7 +22,7 @@ from jaxsynth.wasserstein.exact import simplex
 __all__ = ["Plan", "solve_arcs", "solve_dense"]
 
 MAX_ITER = 10**9
-"""Network-simplex iterations before a dense solve is reported as failed."""
+"""POT's network-simplex iterations before a solve is reported as failed."""
 
 
 class Plan(NamedTuple):
@@ -54,9 +57,30 @@ def solve_arcs(a, b, rows, cols, costs, start: Plan | None = None) -> Plan:
     b = b * (a.sum() / b.sum())  # equal sums, as ot.emd makes them
     basis = None if start is None else start.basis
     guide = None if start is None or basis is not None else start.v
-    flow_rows, flow_cols, mass, u, v, basis, _ = simplex.solve(
-        a, b, rows, cols, np.asarray(costs, np.float64), start=basis, guide=guide)
+    try:
+        flow_rows, flow_cols, mass, u, v, basis, _ = simplex.solve(
+            a, b, rows, cols, np.asarray(costs, np.float64), start=basis, guide=guide)
+    except RuntimeError:  # not settled (or no coupling, which POT then reports)
+        return _pot_arcs(a, b, np.asarray(rows), np.asarray(cols), np.asarray(costs))
     return Plan(flow_rows, flow_cols, mass, u, v, basis)
+
+
+def _pot_arcs(a, b, rows, cols, costs) -> Plan:
+    """``solve_arcs`` by POT's public ``ot.emd`` on a ``scipy.sparse`` cost (cold)."""
+    import ot
+    import scipy.sparse as sp
+
+    # every arc cost + 1: explicit zeros would drop arcs; the plan is unchanged
+    matrix = sp.coo_matrix((costs + 1.0, (rows, cols)), shape=(len(a), len(b)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan, log = ot.emd(a, b, matrix, log=True, numItermax=MAX_ITER, check_marginals=False)
+    if log.get("warning") is not None:
+        raise RuntimeError(f"exact W1: the restricted transport LP failed ({log['warning']})")
+    plan = plan.tocoo()
+    keep = plan.data > 0
+    return Plan(plan.row[keep].astype(np.int64), plan.col[keep].astype(np.int64),
+                plan.data[keep], np.asarray(log["u"]) - 1.0, np.asarray(log["v"]))
 
 
 def solve_dense(a, b, cost) -> Plan:

@@ -2,8 +2,8 @@
 
 ``solver`` runs multiscale column generation over the levels of the data and certifies
 ``lower ≤ W1 ≤ upper`` with ``upper − lower ≤ rtol · upper``; ``lp`` solves each
-restricted transport LP, warm-started; ``levels`` holds the data's levels of blocks and
-``certificate`` the two ends.
+restricted transport LP (by ``simplex``, restarted from the previous round's basis);
+``levels`` holds the data's levels of blocks and ``certificate`` the two ends.
 Derivations: ``docs/theory/exact-w1.md``.
 """
 

@@ -16,21 +16,22 @@ pair contains POT's value, and the per-phase seconds of one replicate run alone
 points' c-transform, the couplings' costs, the rest).  Data sets: the spiral (d = 2) and
 a mixture of four Gaussian blobs in [0,1]^3.  Then ``js.simulate``'s replicates per
 second with its default W1 method on one cell (spiral, PMM, n = 3·10^4, 64 seeds), and
-the thread pool's scaling (1, 2 and the default number of threads on one batch).
+the thread pool's scaling (1, 2 and the default number of threads on one batch, and the
+passes stacked on one device thread or not).
 ``--million``: one PrivTree replicate on
 10^6 uniform points of [0,1]^3 (exact only; time and peak memory).
 
-Writes ``benchmarks/results/bench_exact-<UTC time>.json`` (atomically).
+Writes ``benchmarks/results/<name>-<UTC time>.json`` (atomically; ``--name``, by default
+``bench_exact``, gives another machine's runs their own section of BENCHMARKS.md).
 
 Run:  python benchmarks/bench_exact.py [--batch 16] [--pot 2] [--sizes 3000 10000 30000]
-      [--simulate-seeds 64] [--million]
+      [--simulate-seeds 64] [--million] [--name bench_exact]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -114,31 +115,43 @@ def workload(data_name, X, mech_name, mech, batch, n_pot, rng) -> dict:
 
 def thread_scaling(batch: int) -> str:
     """Seconds per replicate of ``w1_exact`` on one batch (spiral, PMM, n = 3·10^4) with a
-    pool of 1, 2 and the default number of threads."""
+    pool of 1, 2 and the default number of threads, and with the default threads and the
+    passes stacked and not (``w1_exact(stacked=...)``)."""
     X = js.datasets.load("spiral", n=30000, key=0)
     out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=batch)
     points = np.asarray(out.points).reshape(batch, -1, 2)
     weights = np.asarray(out.weights, np.float64).reshape(batch, -1)
     data = prepare_exact(X)
-    w1_exact(data, points[:2], weights[:2])  # compile
-    seconds = {}
+    for stacked in (False, True):  # compile
+        w1_exact(data, points, weights, stacked=stacked)
+    seconds, passes = {}, {}
     for workers in (1, 2, None):
         start = time.perf_counter()
         w1_exact(data, points, weights, workers=workers)
         seconds[workers] = (time.perf_counter() - start) / batch
-    return scaling_note(seconds)
+    for stacked in (False, True):
+        start = time.perf_counter()
+        w1_exact(data, points, weights, stacked=stacked)
+        passes[stacked] = (time.perf_counter() - start) / batch
+    return scaling_note(seconds, passes)
 
 
-def scaling_note(seconds: dict) -> str:
-    """The thread pool's note from its seconds per replicate by thread count."""
+def scaling_note(seconds: dict, passes: dict) -> str:
+    """The thread pool's note from its seconds per replicate by thread count and with the
+    passes stacked or not."""
     efficiency = seconds[1] / seconds[2] / 2
-    return ("thread pool, spiral PMM n = 30000, seconds per replicate: "
+    cores = os.cpu_count() or 1
+    return (f"thread pool ({cores} cores, JAX on {jax.default_backend()}), spiral PMM "
+            "n = 30000, seconds per replicate: "
             + ", ".join(f"{'default' if k is None else k} thread(s) {v:.3f}"
                         for k, v in seconds.items())
             + f" (2 threads over 1: {seconds[1] / seconds[2]:.2f}, a parallel efficiency of "
-            f"{efficiency:.2f}).  Replicates share nothing but the prepared data, and a "
-            "replicate's LPs (the network simplex, compiled to run without the GIL) and "
-            "passes run on its own thread, so a 16-core host (the pool's default, "
+            f"{efficiency:.2f}; default over 1: {seconds[1] / seconds[None]:.2f}); default "
+            f"threads with the passes stacked {passes[True]:.3f}, unstacked "
+            f"{passes[False]:.3f} (unstacked over stacked: {passes[False] / passes[True]:.2f}).  "
+            "Replicates share nothing but the prepared data, and a replicate's LPs (the "
+            "network simplex, compiled to run without the GIL) and passes run on its own "
+            "thread, so a 16-core host (the pool's default, "
             f"{solver.THREADS_PER_CORE} threads per core) would have at most about "
             f"{16 * efficiency:.0f} times the one-thread throughput, about "
             f"{seconds[1] / (16 * efficiency):.3f} s per replicate, at this machine's "
@@ -161,19 +174,20 @@ def simulate_rate(seeds: int) -> str:
 
 
 def save(rows, notes, args) -> Path:
-    """The run as ``benchmarks/results/bench_exact-<UTC>.json``, written atomically."""
+    """The run as ``benchmarks/results/<name>-<UTC>.json``, written atomically."""
     now = datetime.datetime.now(datetime.timezone.utc)
     folder = Path(__file__).resolve().parent / "results"
     folder.mkdir(exist_ok=True)
-    path = folder / f"{NAME}-{now:%Y%m%dT%H%M%SZ}.json"
+    path = folder / f"{args.name}-{now:%Y%m%dT%H%M%SZ}.json"
     result = {
-        "benchmark": NAME,
+        "benchmark": args.name,
         "date": now.isoformat(),
         "machine": {"cpu": platform.processor() or platform.machine(),
-                    "cores": os.cpu_count(), "platform": platform.platform()},
+                    "cores": os.cpu_count(), "platform": platform.platform(),
+                    "jax_devices": [d.device_kind for d in jax.devices()]},
         "versions": {"python": platform.python_version(), "jax": jax.__version__,
                      "numpy": np.__version__, "POT": ot.__version__,
-                     "jaxsynth": importlib.metadata.version("jaxsynth")},
+                     "jaxsynth": js.__version__},
         "description": (
             "Seconds per replicate of the certified full-data W1 (exact, rtol 1%, a batch on "
             "the thread pool) against POT's emd2 on the full cost matrix and on a 2000-point "
@@ -216,6 +230,9 @@ def main():
     parser.add_argument("--data", nargs="+", default=["spiral", "blobs3"])
     parser.add_argument("--simulate-seeds", type=int, default=64,
                         help="seeds of the simulate cell (spiral, PMM, n = 3·10^4); 0 skips it")
+    parser.add_argument("--name", default=NAME,
+                        help="the benchmark's name in its result file (another machine's runs "
+                             "get their own section of BENCHMARKS.md)")
     parser.add_argument("--million", action="store_true",
                         help="also one PrivTree replicate at n = 10^6, d = 3 (time, peak memory)")
     args = parser.parse_args()

@@ -27,7 +27,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.frontier import capacity_bucket
 
-__all__ = ["CHUNK", "atom_bucket", "point_chunks", "reduced_pass"]
+__all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "point_chunks", "reduced_block", "reduced_pass"]
 
 CHUNK = 1024
 """Points per step of the jitted pass over all atoms (memory ``CHUNK × M`` floats)."""
@@ -78,7 +78,7 @@ def _smallest(values, count):
     return jnp.stack(picks, axis=1)
 
 
-def _reduced_block(x, y, v, metric: str, k: int):
+def reduced_block(x, y, v, metric: str, k: int):
     """The c-transform ``min_j (c(x_i, y_j) − v_j)`` of points ``x`` [P, d] over atoms
     ``y`` [A, d] and, if ``k > 0``, the indices (into ``y``) of each point's ``k`` atoms of
     smallest reduced cost.
@@ -103,12 +103,12 @@ def _reduced_block(x, y, v, metric: str, k: int):
 
 @functools.lru_cache(maxsize=None)
 def _dense_pass(metric: str, k: int):
-    """Jitted ``_reduced_block`` of every point of ``chunks`` [C, CHUNK, d] against all
+    """Jitted ``reduced_block`` of every point of ``chunks`` [C, CHUNK, d] against all
     atoms."""
 
     @jax.jit
     def run(chunks, y, v):
-        fmin, best = jax.lax.map(lambda x: _reduced_block(x, y, v, metric, k), chunks)
+        fmin, best = jax.lax.map(lambda x: reduced_block(x, y, v, metric, k), chunks)
         return fmin.reshape(-1), best.reshape(fmin.size, k)
 
     return run
@@ -150,7 +150,7 @@ def _candidate_groups(metric: str):
 
 @functools.lru_cache(maxsize=None)
 def _pruned_pass(metric: str, k: int):
-    """Jitted ``_reduced_block`` of the boxes ``rows`` of ``chunks`` (``BOX`` points each)
+    """Jitted ``reduced_block`` of the boxes ``rows`` of ``chunks`` (``BOX`` points each)
     against their candidate atom groups ``groups`` [R, W] (index ``G``: an empty group of
     padding atoms appended to ``y``, ``v``)."""
 
@@ -161,7 +161,7 @@ def _pruned_pass(metric: str, k: int):
         def box(args):
             points, ids = args
             ids = (ids[:, None] * GROUP + jnp.arange(GROUP)).reshape(-1)
-            fmin, best = _reduced_block(points, y[ids], v[ids], metric, k)
+            fmin, best = reduced_block(points, y[ids], v[ids], metric, k)
             return fmin, ids[best]
 
         fmin, best = jax.lax.map(box, (x, groups))

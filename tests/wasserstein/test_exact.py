@@ -17,7 +17,7 @@ import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
-from jaxsynth.wasserstein.exact import levels
+from jaxsynth.wasserstein.exact import levels, passes
 from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
@@ -280,6 +280,7 @@ def test_arc_union_is_the_sorted_set_of_distinct_arcs():
 @pytest.mark.parametrize("bad, match", [
     (dict(rtol=0), "rtol"), (dict(rtol=1.5), "rtol"), (dict(rtol="x"), "rtol"),
     (dict(clusters=0), "clusters"), (dict(bogus=1), "unknown option"),
+    (dict(stacked="yes"), "stacked"), (dict(stacked=1), "stacked"),
 ])
 def test_refusals(bad, match):
     X = js.datasets.load("spiral", n=200, key=0)
@@ -307,7 +308,8 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
     data = prepare_exact(X, **options)
     lower, upper = w1_exact(data, points, weights)
     order = np.random.default_rng(0).permutation(64)
-    lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order], workers=3)
+    lower_shuffled, upper_shuffled = w1_exact(data, points[order], weights[order], workers=3,
+                                              stacked=True)  # passes stacked across replicates
     np.testing.assert_array_equal(lower_shuffled, lower[order])
     np.testing.assert_array_equal(upper_shuffled, upper[order])
     for b in (0, 37):
@@ -316,6 +318,48 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
     assert np.all(upper - lower <= 0.01 * upper)
     with pytest.raises(ValueError, match="workers"):
         w1_exact(data, points[:2], weights[:2], workers=0)
+    with pytest.raises(ValueError, match="stacked"):
+        w1_exact(data, points[:2], weights[:2], stacked="yes")
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_stacked_passes_in_the_exact_w1(metric):
+    # the route an accelerator takes by default, through js.w1's option, against POT
+    X = js.datasets.load("pinwheel", n=2500, key=5)
+    for mech in (js.PMM(), js.AdaptivePrunedPMM(), js.PrivTree(shift=True)):
+        check_pair(X, js.release_batch(3, mech, X, eps=[0.5, 2.0], seeds=2), metric,
+                   stacked=True)
+
+
+@pytest.mark.parametrize("most", [None, 4])
+def test_stacked_passes_are_the_passes_alone(most, monkeypatch):
+    # the device thread's stacked calls (replicates on the same points together, at most
+    # ``most`` a call) give every request reduced_pass's own result, bit for bit; the
+    # requests are queued before it starts, so the stacks are known
+    if most:
+        monkeypatch.setattr(passes, "MAX_STACKED", most * ctransform.CHUNK * 768)
+    stacks = []
+    run_stack = passes._run_stack
+    monkeypatch.setattr(passes, "_run_stack",
+                        lambda stack, *args: (stacks.append(len(stack)), run_stack(stack, *args)))
+    rng = np.random.default_rng(3)
+    X = rng.random((3000, 2))
+    chunks = [jnp.asarray(ctransform.point_chunks(X)), jnp.asarray(ctransform.point_chunks(X[:1500]))]
+    requests = []
+    for size in [768] * 6 + [ctransform.PRUNE_ATOMS]:  # the last: the pruned pass, alone
+        y = jnp.asarray(rng.random((size, 2)), jnp.float32)
+        v = jnp.asarray(-0.3 * rng.random(size), jnp.float32)
+        requests += [(chunks[0], y, v, "linf", 4), (chunks[0], y, v, "l2", 0),
+                     (chunks[1], y, v, "linf", 4)]
+    batcher = passes.BatchedPasses()
+    futures = [batcher.submit(*request) for request in requests]
+    with batcher:
+        results = [future.result() for future in futures]
+    assert sorted(stacks) == sorted([4, 2] * 3 if most else [6] * 3)
+    for request, (fmin, best) in zip(requests, results):
+        alone = ctransform.reduced_pass(*request)
+        np.testing.assert_array_equal(fmin, alone[0])
+        np.testing.assert_array_equal(best, alone[1])
 
 
 def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():

@@ -3,7 +3,8 @@
 ``solver`` runs multiscale column generation over the levels of the data and certifies
 ``lower ≤ W1 ≤ upper`` with ``upper − lower ≤ rtol · upper``; ``lp`` solves each
 restricted transport LP (by ``simplex``, restarted from the previous round's basis);
-``levels`` holds the data's levels of blocks and ``certificate`` the two ends.
+``levels`` holds the data's levels of blocks and ``certificate`` the two ends;
+``passes`` stacks concurrent replicates' passes over all atoms into one device call.
 Derivations: ``docs/theory/exact-w1.md``.
 """
 
@@ -13,6 +14,7 @@ from jaxsynth.wasserstein.exact.solver import (
     DEFAULT_RTOL,
     canonical_atoms,
     check_rtol,
+    check_stacked,
     w1_exact,
     w1_exact_replicate,
 )
@@ -23,6 +25,7 @@ __all__ = [
     "ExactData",
     "canonical_atoms",
     "check_rtol",
+    "check_stacked",
     "pair_cost",
     "prepare_exact",
     "w1_exact",

@@ -22,6 +22,7 @@ Derivations, the routes' rules and the rounding bounds: ``docs/theory/exact-w1.m
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import time
 import warnings
@@ -35,6 +36,7 @@ from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp
+from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
     cost_matrix,
     coupling_upper,
@@ -53,7 +55,8 @@ from jaxsynth.wasserstein.exact.levels import (
     _unique_arcs,
 )
 
-__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "w1_exact", "w1_exact_replicate"]
+__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "w1_exact",
+           "w1_exact_replicate"]
 
 DEFAULT_RTOL = 0.01
 """Default relative gap ``(upper − lower) / upper`` of the certified pair."""
@@ -82,8 +85,8 @@ than more rounds."""
 
 
 def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
-                       rtol: float = DEFAULT_RTOL, times: dict | None = None
-                       ) -> tuple[float, float]:
+                       rtol: float = DEFAULT_RTOL, times: dict | None = None,
+                       passes=reduced_pass) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
 
     Weights are normalised by their sum.  A pair wider than ``rtol`` (the round limit, or
@@ -93,9 +96,12 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
       times: if given, seconds per phase are added to it: ``"lp"`` (transport LPs),
         ``"pass"`` (the blocks' passes over all atoms), ``"lower"`` (the points'
         c-transform), ``"upper"`` (the couplings' costs), ``"total"``.
+      passes: runs the passes over all atoms (``reduced_pass``'s signature and result;
+        ``w1_exact`` gives a ``passes.BatchedPasses``).
     """
     start = time.perf_counter()
-    lower, upper = _replicate(data, points, weights, metric, rtol, {} if times is None else times)
+    lower, upper = _replicate(data, points, weights, metric, rtol,
+                              {} if times is None else times, passes)
     if times is not None:
         times["total"] = times.get("total", 0.0) + time.perf_counter() - start
     if upper - lower > rtol * upper:
@@ -119,7 +125,8 @@ def _timed(times: dict, phase: str, fn):
 
 class Replicate(NamedTuple):
     """One measure's fixed inputs: the data, its atoms in Morton order and their weights,
-    the atoms padded on device (``y``, ``size`` rows), the options, and ``times``."""
+    the atoms padded on device (``y``, ``size`` rows), the options, ``times`` and the
+    ``passes`` that run its passes over all atoms."""
 
     data: ExactData
     atoms: np.ndarray
@@ -130,6 +137,7 @@ class Replicate(NamedTuple):
     metric: str
     rtol: float
     times: dict
+    passes: object
 
     @property
     def m(self) -> int:
@@ -158,7 +166,8 @@ class Solved(NamedTuple):
     v: np.ndarray
 
 
-def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times) -> Replicate:
+def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times, passes
+                      ) -> Replicate:
     atoms = np.asarray(points, np.float32).astype(np.float64)
     w = np.asarray(weights, np.float64)
     order = _morton_order(atoms)          # groups of consecutive atoms are compact
@@ -167,7 +176,7 @@ def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times) -> 
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - len(w), 0)]),
                     jnp.float32)
     diam = float(partition.diameter(0, data.X.shape[1], metric))
-    return Replicate(data, atoms, w, y, size, diam, metric, rtol, times)
+    return Replicate(data, atoms, w, y, size, diam, metric, rtol, times, passes)
 
 
 def _lp(rep: Replicate, solve, *args):
@@ -191,7 +200,7 @@ def _scan(rep: Replicate, chunks, count, v, k=0, phase="pass"):
     """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks`` (float64)
     and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
     start = time.perf_counter()
-    fmin, best = reduced_pass(chunks, rep.y, jnp.asarray(_centred(rep, v)), rep.metric, k)
+    fmin, best = rep.passes(chunks, rep.y, jnp.asarray(_centred(rep, v)), rep.metric, k)
     rep.times[phase] = rep.times.get(phase, 0.0) + time.perf_counter() - start
     return fmin[:count].astype(np.float64) - v.max(), best[:count]
 
@@ -406,7 +415,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     return pair
 
 
-def _replicate(data: ExactData, points, weights, metric, rtol, times):
+def _replicate(data: ExactData, points, weights, metric, rtol, times, passes):
     """``w1_exact_replicate``'s pair, unchecked: the route by size, then the phases."""
     n, d, m = data.n, data.X.shape[1], len(weights)
     diam = float(partition.diameter(0, d, metric))
@@ -416,7 +425,7 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times):
                         w / w.sum())
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
-    rep = _replicate_inputs(data, points, weights, metric, rtol, times)
+    rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes)
     pair, last = Pair(0.0, diam), None
     for index, level in enumerate(data.levels):
         if pair.met(rtol):
@@ -439,8 +448,8 @@ def check_rtol(rtol) -> float:
 
 
 def w1_exact(data: ExactData, points, weights, metric: str = "linf",
-             rtol: float = DEFAULT_RTOL, workers: int | None = None
-             ) -> tuple[np.ndarray, np.ndarray]:
+             rtol: float = DEFAULT_RTOL, workers: int | None = None,
+             stacked: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Certified pairs for a batch of measures ``points`` [B, M, d], ``weights`` [B, M].
 
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
@@ -451,8 +460,14 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     a second thread per core runs while another holds the GIL for NumPy glue; each
     replicate's computation is the same whatever thread runs it.
 
+    With ``stacked``, the threads' passes over all atoms go to one device thread that
+    runs those queued together as one call (``passes.BatchedPasses``) while the other
+    threads solve their LPs.
+
     Args:
       workers: threads of the pool (default: as above); the pairs do not depend on it.
+      stacked: stack the passes (default: where JAX's backend is not the CPU, whose
+        passes already use every core); the pairs do not depend on it.
 
     Returns:
       (lower [B], upper [B]) float64.
@@ -462,15 +477,29 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
         per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
         workers = per_core * (os.cpu_count() or 1)
     workers = max(1, min(len(weights), check_positive_int(workers, "workers")))
+    stacked = check_stacked(stacked)
 
-    def one(b):
-        p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
-        return w1_exact_replicate(data, p, w, metric, rtol)
+    with contextlib.ExitStack() as context:
+        passes = context.enter_context(BatchedPasses()) if stacked else reduced_pass
 
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        def one(b):
+            p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
+            return w1_exact_replicate(data, p, w, metric, rtol, passes=passes)
+
+        pool = context.enter_context(concurrent.futures.ThreadPoolExecutor(workers))
         pairs = list(pool.map(one, range(len(weights))))
     lower, upper = np.array(pairs, np.float64).reshape(-1, 2).T
     return lower.copy(), upper.copy()
+
+
+def check_stacked(stacked) -> bool:
+    """``w1_exact``'s ``stacked`` (``None``: where JAX's backend is not the CPU) as a bool,
+    or ``ValueError`` naming it."""
+    if stacked is None:
+        return jax.default_backend() != "cpu"
+    if not isinstance(stacked, (bool, np.bool_)):
+        raise ValueError(f"stacked must be True, False or None; got {stacked!r}")
+    return bool(stacked)
 
 
 def canonical_atoms(points: np.ndarray, weights: np.ndarray):

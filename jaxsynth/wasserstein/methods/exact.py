@@ -10,6 +10,7 @@ from jaxsynth.wasserstein.exact import (
     DEFAULT_RTOL,
     ExactData,
     check_rtol,
+    check_stacked,
     prepare_exact,
     w1_exact,
 )
@@ -21,7 +22,7 @@ class Exact:
     """Column generation on the transport LP; both ends are proofs."""
 
     name = "exact"
-    options = {"rtol": DEFAULT_RTOL, "clusters": None}
+    options = {"rtol": DEFAULT_RTOL, "clusters": None, "stacked": None}
     columns = {"w1_exact_lower": "certified lower end of the ground metric's W1 of the whole "
                                  "data set (upper − lower ≤ rtol · upper)",
                "w1_exact_upper": "certified upper end of the ground metric's W1 of the whole "
@@ -33,6 +34,7 @@ class Exact:
         check_rtol(options["rtol"])
         if options["clusters"] is not None:
             check_positive_int(options["clusters"], "clusters")
+        check_stacked(options["stacked"])
         return options
 
     def prepare(self, X, metric, options):
@@ -48,4 +50,5 @@ class Exact:
 
     def evaluate(self, state, batch, metric, options):
         points, weights = np.asarray(batch.points), np.asarray(batch.weights)
-        return w1_exact(state, points, weights, metric, options["rtol"])
+        return w1_exact(state, points, weights, metric, options["rtol"],
+                        stacked=options["stacked"])

@@ -21,6 +21,7 @@ import functools
 import queue
 import threading
 from collections import defaultdict
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,17 @@ def _stacked_pass(metric: str, k: int):
                 jnp.moveaxis(best, 1, 0).reshape(len(ys), count, k))
 
     return run
+
+
+class _Request(NamedTuple):
+    """A queued pass: ``key`` (the points' identity, atoms' shape, metric, ``k``) groups
+    requests that can share a call."""
+
+    key: tuple
+    chunks: jax.Array
+    y: jax.Array
+    v: jax.Array
+    result: concurrent.futures.Future
 
 
 class BatchedPasses:
@@ -80,7 +92,7 @@ class BatchedPasses:
         if y.shape[0] >= PRUNE_ATOMS:
             result.set_result(reduced_pass(chunks, y, v, metric, k))
         else:
-            self._requests.put(((id(chunks), y.shape, metric, k), chunks, y, v, result))
+            self._requests.put(_Request((id(chunks), y.shape, metric, k), chunks, y, v, result))
         return result
 
     def _serve(self) -> None:
@@ -94,7 +106,7 @@ class BatchedPasses:
                 pending.append(request)
             groups = defaultdict(list)
             for request in pending:
-                groups[request[0]].append(request)
+                groups[request.key].append(request)
             for (_, shape, metric, k), group in groups.items():
                 most = 1 << max(0, (MAX_STACKED // (CHUNK * shape[0])).bit_length() - 1)
                 for start in range(0, len(group), most):
@@ -109,10 +121,10 @@ def _run_stack(stack, metric: str, k: int) -> None:
         size = 1 << (len(stack) - 1).bit_length()
         padded = stack + [stack[0]] * (size - len(stack))
         fmin, best = jax.device_get(_stacked_pass(metric, k)(
-            stack[0][1], jnp.stack([r[2] for r in padded]), jnp.stack([r[3] for r in padded])))
+            stack[0].chunks, jnp.stack([r.y for r in padded]), jnp.stack([r.v for r in padded])))
         for slot, request in enumerate(stack):
-            request[4].set_result((np.asarray(fmin[slot]), np.asarray(best[slot])))
+            request.result.set_result((np.asarray(fmin[slot]), np.asarray(best[slot])))
     except BaseException as error:  # the requesting threads raise it
         for request in stack:
-            if not request[4].done():
-                request[4].set_exception(error)
+            if not request.result.done():
+                request.result.set_exception(error)

@@ -148,8 +148,9 @@ def simulate(
         et al., arXiv 2609.33363, §7) or ``"l2"``.
       data_key: key of the data generators (the same for every n).
       devices: ``None`` (all local devices), a count or a list; chunks are sharded over them.
-      warmup: run each (mechanism, data set)'s first chunk once untimed (compilation is
-        kept out of the timing columns in any case, by the calibration).
+      warmup: release each (mechanism, data set)'s first chunk once more untimed, without
+        measuring it (compilation is kept out of the timing columns in any case, by the
+        calibration, whose warm run is the first write where it measured all of it).
       precision: run seeds in rounds, each cell (mechanism, data, n, ε) on its own,
         until the 95 % interval of its mean of ``precision_column`` has half-width at
         most ``precision`` × the mean (``summary.next_target``), or ``max_seeds``
@@ -375,16 +376,19 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
         if team is not None:
             team.ready()  # every process's share checked before any row is written
         timings, calibration = {}, time.perf_counter()
+        first_writes = {}  # the calibration's warm runs that measured a whole first write
         for i, (ds, todo) in enumerate(work):  # compiles every kernel; times warm ones
             loaded, evaluator, sized = prepared[i] if i in prepared else _prepare(
                 ds, mechs, todo, eps, methods, metric, memory_bytes, devs)
             for label, _, left in todo:
                 first = left[:_seeds_per_write(sized[label], eps)]  # the first write's
-                timings[label, ds.label, ds.n] = [
-                    cost.calibrate(functools.partial(_chunk, plan, evaluator, key, first,
-                                                     memory, devs, size, batches=1), size,
-                                   plan.eps, len(first))
-                    for plan, memory, size in sized[label]]
+                parts = [cost.calibrate(
+                    lambda seeds, plan=plan, memory=memory, size=size: _chunk(
+                        plan, evaluator, key, seeds, memory, devs, size, batches=1),
+                    first, size, plan.eps) for plan, memory, size in sized[label]]
+                timings[label, ds.label, ds.n] = [timing for timing, _ in parts]
+                if len(first) <= MEASURE_BATCH:
+                    first_writes[label, ds.label, ds.n] = [run for _, run in parts]
         estimate = cost.estimate(work, timings, eps, most)
         if dry_run:
             return estimate
@@ -422,15 +426,21 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                               "metric": metric}
                 per_chunk = _seeds_per_write(parts, eps)
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
-                if warmup:
+                measured = first_writes.pop((label, ds.label, ds.n), None)
+                if warmup and measured is None:  # the release kernels once more, untimed
                     for plan, memory, size in parts:
-                        _chunk(plan, evaluator, key, runs[0], memory, devs, size)
-                for seeds_now in runs:
+                        _chunk(plan, evaluator, key, runs[0], memory, devs, size, batches=0)
+                for run, seeds_now in enumerate(runs):
                     rows = []
-                    for plan, memory, size in parts:
-                        result, values, seconds = _chunk(
-                            plan, evaluator, key, seeds_now, memory, devs, size,
-                            advance=bar.update if writes else None)
+                    for p, (plan, memory, size) in enumerate(parts):
+                        if run == 0 and measured is not None:  # measured by the calibration
+                            result, values, seconds = measured[p]
+                            if writes:
+                                bar.update(len(plan.eps) * len(seeds_now))
+                        else:
+                            result, values, seconds = _chunk(
+                                plan, evaluator, key, seeds_now, memory, devs, size,
+                                advance=bar.update if writes else None)
                         rows.append(replicate_rows(result, values, plan, seeds_now, common,
                                                    seconds))
                     rows = rows[0] if len(rows) == 1 else pd.concat(rows, ignore_index=True)

@@ -44,3 +44,30 @@ def test_dry_run_computes_nothing(tmp_path):
     assert table[["eps", "replicates"]].values.tolist() == [[1.0, 6], [2.0, 6]]
     assert (table.measure_seconds > 0).all() and (table.release_seconds > 0).all()
     assert np.isfinite(table.attrs["compile_seconds"])
+
+
+@pytest.mark.parametrize("seeds, warmup", [(6, True), (6, False), (40, True)])
+def test_a_sweep_measures_each_replicate_once_beside_one_calibration_seed(seeds, warmup,
+                                                                          monkeypatch):
+    # the calibration measures one seed cold, then the first write warm; where that run
+    # measured the whole first write (at most MEASURE_BATCH seeds) it is the first write,
+    # so each replicate is measured once; else the calibration's batch is measured again.
+    # The rows are bit for bit those of release_batch and js.w1 on the same keys
+    from jaxsynth.experiments import sweep
+    from jaxsynth.wasserstein.evaluate import Evaluation
+
+    measured = []
+    evaluate = Evaluation.evaluate_outputs
+    monkeypatch.setattr(Evaluation, "evaluate_outputs", lambda self, block, s: (
+        measured.append(len(s)), evaluate(self, block, s))[1])
+    X = js.datasets.load("spiral", n=400, key=1)
+    eps = [0.5, 2.0]
+    table = simulate(js.PMM(), X, eps=eps, seeds=seeds, warmup=warmup, key=7, progress=False)
+    batch = sweep.MEASURE_BATCH
+    calibrated = 0 if seeds <= batch else min(seeds, batch)
+    assert sum(measured) == len(eps) * (1 + seeds + calibrated)
+    out = js.release_batch(7, js.PMM(), X, eps=eps, seeds=seeds)
+    lower, upper = js.w1(X, out, method="exact")
+    table = table.sort_values(["eps", "seed"])
+    np.testing.assert_array_equal(table.w1_exact_lower, lower.ravel())
+    np.testing.assert_array_equal(table.w1_exact_upper, upper.ravel())

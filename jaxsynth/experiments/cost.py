@@ -72,8 +72,8 @@ def estimate(work, timings: dict, eps, most: int | None = None) -> pd.DataFrame:
                            "replicates": len(left)}
                     for name, seeds in [("seconds", len(left))] + (
                             [("seconds_at_most", most)] if most else []):
-                        chunks = math.ceil(len(part.eps) * seeds / part.size)
-                        release = chunks * part.release / (len(part.eps) * seeds)
+                        filled = len(part.eps) * max(seeds, 1)
+                        release = math.ceil(filled / part.size) * part.release / filled
                         row[name] = seeds * (release + measure)
                         if name == "seconds":
                             row.update(release_seconds=release, measure_seconds=measure)

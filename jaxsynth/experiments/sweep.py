@@ -388,8 +388,13 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                     first, size, plan.eps) for plan, memory, size in sized[label]]
                 timings[label, ds.label, ds.n] = [timing for timing, _ in parts]
                 if len(first) <= MEASURE_BATCH:
-                    first_writes[label, ds.label, ds.n] = [run for _, run in parts]
-        estimate = cost.estimate(work, timings, eps, most)
+                    first_writes[label, ds.label, ds.n] = len(first), [run for _, run in parts]
+        # a sweep's estimate is of the work after the calibration (which kept first writes);
+        # a dry run's, which keeps nothing, of all of it
+        left_after = [(ds, [(label, mech, left[first_writes.get((label, ds.label, ds.n),
+                                                                (0,))[0]:])
+                            for label, mech, left in todo]) for ds, todo in work]
+        estimate = cost.estimate(work if dry_run else left_after, timings, eps, most)
         if dry_run:
             return estimate
         if progress and writes and len(estimate):
@@ -426,7 +431,7 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                               "metric": metric}
                 per_chunk = _seeds_per_write(parts, eps)
                 runs = [left[j: j + per_chunk] for j in range(0, len(left), per_chunk)]
-                measured = first_writes.pop((label, ds.label, ds.n), None)
+                measured = first_writes.pop((label, ds.label, ds.n), (0, None))[1]
                 if warmup and measured is None:  # the release kernels once more, untimed
                     for plan, memory, size in parts:
                         _chunk(plan, evaluator, key, runs[0], memory, devs, size, batches=0)

@@ -66,6 +66,9 @@ def test_a_sweep_measures_each_replicate_once_beside_one_calibration_seed(seeds,
     batch = sweep.MEASURE_BATCH
     calibrated = 0 if seeds <= batch else min(seeds, batch)
     assert sum(measured) == len(eps) * (1 + seeds + calibrated)
+    # the estimate printed before the work is of what the calibration left
+    left = sum(row["replicates"] for row in table.attrs["estimate"])
+    assert left == (len(eps) * seeds if calibrated else 0)
     out = js.release_batch(7, js.PMM(), X, eps=eps, seeds=seeds)
     lower, upper = js.w1(X, out, method="exact")
     table = table.sort_values(["eps", "seed"])

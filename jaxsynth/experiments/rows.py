@@ -6,15 +6,20 @@ import jax
 import numpy as np
 import pandas as pd
 
-__all__ = ["replicate_rows"]
+__all__ = ["replicate_rows", "row_fields"]
+
+
+def row_fields(out: dict, plan) -> dict:
+    """The fields of ``out`` that ``replicate_rows`` reads (no atoms)."""
+    return {k: out[k] for k in ("depth", "size", "leaves", "visited") + tuple(plan.info_fields)
+            if k in out}
 
 
 def replicate_rows(out: dict, values: dict, plan, seeds, common: dict,
                    seconds: dict) -> pd.DataFrame:
     """One row per replicate of ``out`` [E, S] (E-major)."""
     E, S = len(plan.eps), len(seeds)
-    host = jax.device_get({k: out[k] for k in ("depth", "size", "leaves", "visited")
-                           + tuple(plan.info_fields) if k in out})
+    host = jax.device_get(row_fields(out, plan))
     cols = dict(common)
     cols["eps"] = np.repeat(np.asarray(plan.eps, np.float64), S)
     cols["seed"] = np.tile(np.asarray(seeds, np.int64), E)

@@ -46,7 +46,7 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.experiments import cluster, cost, grid
 from jaxsynth.experiments import store as result_store
-from jaxsynth.experiments.rows import replicate_rows
+from jaxsynth.experiments.rows import replicate_rows, row_fields
 from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, check_out_path, read_table
 from jaxsynth.experiments.summary import next_target, summarize
 from jaxsynth.wasserstein.evaluate import Evaluation, check_methods, check_metric
@@ -387,8 +387,10 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
                         plan, evaluator, key, seeds, memory, devs, size, batches=1),
                     first, size, plan.eps) for plan, memory, size in sized[label]]
                 timings[label, ds.label, ds.n] = [timing for timing, _ in parts]
-                if len(first) <= MEASURE_BATCH:
-                    first_writes[label, ds.label, ds.n] = len(first), [run for _, run in parts]
+                if len(first) <= MEASURE_BATCH:  # kept without the atoms
+                    first_writes[label, ds.label, ds.n] = len(first), [
+                        (jax.device_get(row_fields(out, plan)), values, seconds)
+                        for (_, (out, values, seconds)), (plan, _, _) in zip(parts, sized[label])]
         # a sweep's estimate is of the work after the calibration (which kept first writes);
         # a dry run's, which keeps nothing, of all of it
         left_after = [(ds, [(label, mech, left[first_writes.get((label, ds.label, ds.n),

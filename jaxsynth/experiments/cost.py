@@ -1,9 +1,10 @@
 """What a sweep will cost, estimated before it starts, from a short calibration.
 
-``calibrate`` runs the first seed of a (mechanism, data set) cold (it compiles: its
-extra time over a warm seed is the compilation), then releases the first write's seeds
-and measures one batch of each ε warm; that warm run is returned too, so that a sweep
-whose first write it measured in full keeps it as that write.
+``calibrate`` releases the first write's seeds of a (mechanism, data set) and measures
+one batch of each ε, twice: the first run compiles (its extra time over the second is
+the compilation), the second times a warm chunk's release and each ε's measurement; that
+warm run is returned too, so that a sweep whose first write it measured in full keeps it
+as that write.
 ``estimate`` turns those timings into the seconds of each cell (mechanism, data, n, ε)
 of the work left: its share of the chunks its replicates fill, plus one measurement per
 replicate.  It is an estimate: the calibration measures one batch per ε, and later
@@ -35,21 +36,22 @@ class Timing(NamedTuple):
 
 
 def calibrate(run_chunk, seeds, size: int, eps) -> tuple[Timing, tuple]:
-    """Time ``run_chunk(seeds[:1])`` cold, then ``run_chunk(seeds)`` warm
-    (``sweep._chunk`` releasing the sweep's first write, chunks of ``size``, and
+    """Time ``run_chunk(seeds)`` cold, then warm (``sweep._chunk`` releasing the sweep's
+    first write ``seeds`` in chunks of ``size``, its shapes, so its compilations, and
     measuring one batch of each ε).  Returns the ``Timing`` and the warm run's result."""
     start = time.perf_counter()
-    run_chunk(seeds[:1])
+    run_chunk(seeds)
     cold = time.perf_counter() - start
+    start = time.perf_counter()
     warm = run_chunk(seeds)
+    warm_seconds = time.perf_counter() - start
     seconds = warm[2]
     measured = np.asarray(seconds["measure_seconds"], np.float64)
     measure = np.nanmean(measured, axis=1)
     # the release of len(eps) × seeds replicates in ceil(len(eps) · seeds / size) chunks
     chunks = math.ceil(len(measure) * len(seeds) / size)
     release = float(seconds["release_seconds"]) * len(measure) * len(seeds) / chunks
-    one_seed = release + float(np.sum(measure))  # a warm chunk of one seed, measured
-    return Timing(max(0.0, cold - one_seed), release, int(size), tuple(map(float, eps)),
+    return Timing(max(0.0, cold - warm_seconds), release, int(size), tuple(map(float, eps)),
                   tuple(measure.tolist())), warm
 
 

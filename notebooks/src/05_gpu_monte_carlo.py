@@ -51,7 +51,7 @@ else:
 FIG2 = {"n": 30_000, "d": 8} if FULL else {"n": 2_000, "d": 3}
 PRUNING_N = 30_000 if FULL else 2_000
 RATE_N = [1_000, 10_000, 100_000] if FULL else [300, 1_000]
-EXACT_REPLICATES = 40 if FULL else 2      # section 4: full-data W1, per cell and mechanism
+EXACT_REPLICATES = 200 if FULL else 2     # section 4: full-data W1, per cell and mechanism
 MEMORY_BYTES = None                      # per chunk; None: the library's default for the device
 
 # %%
@@ -167,11 +167,12 @@ pd.DataFrame(throughput).round(2)
 # machine printed above).  On a GPU the parameter cell switches to 10^4–10^5 replicates
 # per cell; nothing else changes, and replicate `s` is the same release on every device.
 #
-# * Throughput on this 2-core CPU: 21 replicates/s for the Fig. 2 cell (n = 30000,
-#   d = 8), 68/s for PMM and Pruned-PMM on the spiral at r = 15, 91/s for PrivTree up to
-#   n = 10^5, each with its certified bracket (28, 78 and 121/s in an earlier run on the
-#   idle machine); compilation took 2–11 s per sweep.  The certified full-data W1
-#   (section 4) runs at 2.9 and 1.6 replicates/s on the same cells: 7–42 times fewer.
+# * Throughput on this 2-core CPU: 8.6 replicates/s for the Fig. 2 cell (n = 30000,
+#   d = 8), 56/s for PMM and Pruned-PMM on the spiral at r = 15, 75/s for PrivTree up to
+#   n = 10^5, each with its certified bracket (21, 68 and 91/s in the run of 2026-12-02,
+#   on another machine of this kind); compilation took 2–31 s per sweep.  The certified
+#   full-data W1 (section 4) runs at 1.5 and 1.6 replicates/s on the same cells: 6–35
+#   times fewer.
 # * Fig. 2 cell: the lower bound is 0.144 ± 0.004 for Adaptive Pruned-PMM against 0.250
 #   for PMM, as in notebook 2.  The selection frequencies agree with the exact
 #   exponential-mechanism probabilities within two standard errors: nearly uniform
@@ -182,9 +183,9 @@ pd.DataFrame(throughput).round(2)
 # * PrivTree on the uniform cube, n = 10^3 … 10^5: slope −0.268 ± 0.001 against −0.296 for
 #   the bound (log(εn)/(εn))^(1/3) over the same range.  Seed noise no longer limits the
 #   fit; what is left is the curvature of the pre-asymptotic range (notebook 4).
-# * **On the full-data W1** (section 4, the first 40 replicates of cells 1 and 2): the
-#   Fig. 2 cell is 0.151 ± 0.020 for Adaptive Pruned-PMM against 0.257 ± 0.001 for PMM,
-#   the order and about the size the bracket's lower end gave; on the spiral the paired
-#   ratio Pruned / full is 1.008 ± 0.004, where the bracket's upper end said
-#   1.0010 ± 0.0001 from 2000 pairs: pruning costs this shape about 1% of the W1 the paper
-#   bounds, a cost the bracket hid.
+# * **On the full-data W1** (section 4, the first 200 replicates of cells 1 and 2): the
+#   Fig. 2 cell is 0.159 ± 0.009 for Adaptive Pruned-PMM against 0.256 ± 0.0004 for PMM,
+#   the order and about the size the bracket's lower end gave (0.144, 0.250); on the
+#   spiral the paired ratio Pruned / full is 1.010 ± 0.002, where the bracket's upper end
+#   said 1.0010 ± 0.0001 from 2000 pairs and its lower end 1.0085 ± 0.0016: pruning costs
+#   this shape 1% of the W1 the paper bounds, which the upper end hid.

@@ -180,7 +180,7 @@ pd.DataFrame(throughput).round(2)
 # * Pruning on the spiral: the W1 ratio Pruned / full is 1.0010 ± 0.0001 on the upper
 #   bound and 1.0085 ± 0.0016 on the lower bound.  With 2000 paired replicates the cost
 #   of the zero-respecting consistency rule becomes visible, and it is below 1%.
-# * PrivTree on the uniform cube, n = 10^3 … 10^5: slope −0.268 ± 0.001 against −0.296 for
+# * PrivTree on the uniform cube, n = 10^3 … 10^5: slope −0.272 ± 0.0004 against −0.299 for
 #   the bound (log(εn)/(εn))^(1/3) over the same range.  Seed noise no longer limits the
 #   fit; what is left is the curvature of the pre-asymptotic range (notebook 4).
 # * **On the full-data W1** (section 4, the first 200 replicates of cells 1 and 2): the

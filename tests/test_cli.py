@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -123,23 +122,33 @@ def test_module_entry_point_errors_without_traceback(cli_env):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+# The CLI, with the store's append wrapped to SIGKILL the process once its first append is
+# on disk: the kill lands mid-sweep on any machine (the calibration compiles every kernel
+# before the first write, so the writes after it are too quick to race a kill against).
+_KILLED_AFTER_FIRST_APPEND = """
+import os, signal, sys
+from jaxsynth.cli import main
+from jaxsynth.experiments.store import ResultStore
+append = ResultStore.append
+def killing_append(self, rows):
+    append(self, rows)
+    os.kill(os.getpid(), signal.SIGKILL)
+ResultStore.append = killing_append
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
     env = cli_env
     csv = tmp_path / "sweep.csv"
-    # 0.08 MiB holds one replicate per chunk: PMM writes 8 chunks, then Pruned-PMM compiles
+    # one append per mechanism (8 seeds are one write); 0.08 MiB holds one replicate per chunk
     args = ["simulate", *SWEEP[:-4], "--eps", "1", "--data-key", "3", "--seeds", "8",
             "--memory-mb", "0.08", "--out", str(csv), "--quiet"]
-    proc = _cli(args, env)
-    deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        if csv.exists() and csv.read_text().count("\n") >= 2:  # header + a chunk
-            break
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
-    done = len(pd.read_csv(csv))
-    assert 0 < done < 16, f"the kill should land mid-sweep; {done} rows were written"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AFTER_FIRST_APPEND, *args],
+                            env=env, capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert len(pd.read_csv(csv)) == 8, "PMM's 8 rows, and not Pruned-PMM's, were on disk"
 
     proc = _cli(args, env)
     out, err = proc.communicate(timeout=240)

@@ -17,7 +17,7 @@ import jaxsynth as js
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
-from jaxsynth.wasserstein.exact import levels, passes
+from jaxsynth.wasserstein.exact import levels, passes, simplex
 from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 
@@ -371,3 +371,37 @@ def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():
     np.testing.assert_allclose(lower, exact, rtol=1e-6)
     with pytest.warns(UserWarning, match="relative gap"):
         js.w1(X, out, method="exact", rtol=1e-15)
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_levels_start_from_the_refined_tree(metric, monkeypatch):
+    # every level below the coarsest (solved by column generation: it keeps its tree)
+    # starts from the level above's optimal tree refined (simplex.refine), and the
+    # restart takes it; the pairs contain POT's value
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
+    refined, taken = [], []
+    refine, restart = simplex.refine, simplex._restart
+    monkeypatch.setattr(simplex, "refine",
+                        lambda *args: refined.append(refine(*args)) or refined[-1])
+    monkeypatch.setattr(simplex, "_restart", lambda a, b, keys, start: taken.append(
+        any(start is tree for tree in refined)) or restart(a, b, keys, start))
+    X = js.datasets.load("spiral", n=1500, key=6)
+    out = js.release_batch(8, js.PrunedPMM(), X, eps=[1.0], seeds=2)
+    check_pair(X, out, metric, clusters=24)  # levels of 24, 192 and 1500
+    assert len(refined) == 4 and all(tree is not None for tree in refined)
+    assert sum(taken) == 4
+    # blocks that straddle two of the level above (a level capped by MAX_LP_BLOCKS, the
+    # points then by regions) start cold: no tree is refined
+    refined.clear()
+    monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 50)
+    data = prepare_exact(X, 7)
+    assert [level.size for level in data.levels] == [7, 50, 1500]
+    exact = truth(X, out.points[0], out.weights[0], metric)
+    for b, value in enumerate(exact):
+        p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
+                                        np.asarray(out.weights[0, b]))
+        with warnings.catch_warnings():  # the regions' gap may miss rtol: not asserted
+            warnings.simplefilter("ignore")
+            low, up = exact_w1.w1_exact_replicate(data, p, w, metric)
+        assert low <= value + TOL and value <= up + TOL
+    assert refined == []

@@ -160,3 +160,74 @@ def test_errors():
     a, b, r, c, costs = problem(4, 30, 30, 1.0)
     with pytest.raises(RuntimeError, match="pivots"):
         simplex.solve(a, b, r, c, costs, max_iter=1)
+
+
+def coarse_and_fine(seed, q, m, per_row, *, equal=False, integer=False):
+    """A fine transport problem (rows: points of [0,1]^2, ℓ∞ costs to the columns') and
+    the coarse one whose rows are groups of ``per_row`` consecutive fine rows (centroid
+    costs), both on all arcs; the coarse optimal tree."""
+    rng = np.random.default_rng(seed)
+    n = q * per_row
+    x, y = rng.random((n, 2)), rng.random((m, 2))
+    if integer:  # many ties
+        x, y = np.round(x * 4) / 4, np.round(y * 4) / 4
+    a = np.full(n, 1.0 / n) if equal else rng.random(n) + 0.01
+    b = np.full(m, 1.0 / m) if equal else rng.random(m) + 0.01
+    a, b = a / a.sum(), b / b.sum()
+    groups = np.arange(q + 1) * per_row
+    coarse_a = np.add.reduceat(a, groups[:-1])
+    centroids = np.add.reduceat(x * a[:, None], groups[:-1]) / coarse_a[:, None]
+    rows, cols = np.divmod(np.arange(q * m), m)
+    coarse = simplex.solve(coarse_a, b, rows, cols,
+                           np.abs(centroids[rows] - y[cols]).max(axis=1))
+    fine_rows, fine_cols = np.divmod(np.arange(n * m), m)
+    fine_costs = np.abs(x[fine_rows] - y[fine_cols]).max(axis=1)
+    return a, b, groups, x, y, coarse, (fine_rows, fine_cols, fine_costs)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("kind", ["float", "ties"])
+def test_refine(seed, kind):
+    """The refined tree spans the fine problem, its flows are a coupling that splits each
+    coarse row's sends among its rows (only to the columns those sends reach), and the
+    fine solve restarts from it to POT's optimum."""
+    q, m, per_row = [(6, 5), (10, 7), (3, 12), (8, 8)][seed % 4][0], 9, 1 + seed % 4
+    equal = kind == "ties"
+    a, b, groups, x, y, coarse, (rows, cols, costs) = coarse_and_fine(
+        seed, q, m, per_row, equal=equal, integer=equal)
+    basis = coarse[5]
+    tree = simplex.refine(basis, groups, a, x, y, coarse[4], "linf")
+    n = len(a)
+    assert tree is not None and len(tree.parent) == n + m
+    # a spanning tree: every node reaches the root (n + m) without a cycle
+    for u in range(n + m):
+        seen, w = set(), u
+        while w != n + m:
+            assert w not in seen
+            seen.add(w)
+            w = tree.parent[w]
+    real = tree.keys >= 0
+    r, c = np.divmod(tree.keys[real], m)
+    np.testing.assert_allclose(np.bincount(r, tree.flow[real], n), a, rtol=0, atol=TOL)
+    np.testing.assert_allclose(np.bincount(c, tree.flow[real], m), b, rtol=0, atol=TOL)
+    assert np.all(tree.flow >= 0)
+    coarse_row = np.searchsorted(groups, r, side="right") - 1
+    reached = set((coarse[0] * m + coarse[1]).tolist()) | set(
+        basis.keys[basis.keys >= 0].tolist())
+    assert set((coarse_row * m + c).tolist()) <= reached
+    assert simplex._restart(a, b, rows * m + cols, tree) is not None  # it fits: a warm start
+    check(a, b, rows, cols, costs, simplex.solve(a, b, rows, cols, costs, start=tree))
+
+
+def test_refine_that_does_not_fit():
+    """Other rows or columns than the coarse tree's, masses that end elsewhere, a coarse
+    row without finer rows: no tree."""
+    a, b, groups, x, y, coarse, _ = coarse_and_fine(0, 6, 5, 3)
+    basis, v = coarse[5], coarse[4]
+    assert simplex.refine(basis, groups, a, x, y, v, "l2") is not None
+    assert simplex.refine(basis, groups[:-1], a[:groups[-2]], x, y, v, "l2") is None
+    assert simplex.refine(basis, groups, a, x, y[:-1], v[:-1], "l2") is None
+    assert simplex.refine(basis, groups, a[:-1], x, y, v, "l2") is None
+    empty = groups.copy()
+    empty[1] = 0
+    assert simplex.refine(basis, empty, a, x, y, v, "l2") is None

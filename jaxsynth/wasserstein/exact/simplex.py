@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["Basis", "solve"]
+__all__ = ["Basis", "refine", "solve"]
 
 PIVOTS_PER_SIZE = 4
 """Pivots (per arc and node) before a solve is reported as failed: real solves take
@@ -57,6 +57,155 @@ class Basis(NamedTuple):
     parent: np.ndarray
     keys: np.ndarray
     flow: np.ndarray
+
+
+def refine(basis: Basis, groups, a, row_points, col_points, guide, metric: str
+           ) -> Basis | None:
+    """The optimal tree ``basis`` of a coarser LP as a spanning tree of a finer one.
+
+    The finer LP has the same columns; its rows (masses ``a`` [Q']) refine the coarse
+    rows: coarse row ``i`` is the finer rows ``groups[i]:groups[i+1]``.  What each coarse
+    row sends on its tree arcs (to its parent and its children among the columns) is
+    shared out among its finer rows by the least-cost rule (pairs in increasing order of
+    ``c − guide``, each taking what its row and column have left, until one of them is
+    spent), which joins the finer rows and those columns by ``rows + arcs − 1`` arcs, a
+    tree (an arc of zero flow joins what a tie would cut apart).  Costs ``c`` are the
+    ``metric`` distances (``"linf"`` or ``"l2"``) between ``row_points`` [Q', d] and
+    ``col_points`` [M, d]; ``guide``: column duals (the coarser LP's).  The tree's
+    coupling is the coarse plan, each coarse row's sends split among its finer rows: a
+    start near the finer optimum for ``solve``, whose arcs must hold the tree's real
+    arcs (``keys ≥ 0``).  ``None`` where the coarse tree does not fit ``groups`` and the
+    columns, or a coarse row has no finer rows.
+    """
+    q, m = len(groups) - 1, len(col_points)
+    if len(basis.parent) != q + m or groups[-1] != len(a):
+        return None
+    fits, parent, keys, flow = _refine(
+        np.asarray(groups, np.int64), np.ascontiguousarray(a, np.float64), q, m,
+        np.asarray(basis.keys, np.int64),
+        np.asarray(basis.flow, np.float64), np.ascontiguousarray(row_points, np.float64),
+        np.ascontiguousarray(col_points, np.float64), np.ascontiguousarray(guide, np.float64),
+        metric == "linf")
+    return Basis(parent, keys, flow) if fits else None
+
+
+@numba.njit(cache=True, nogil=True)
+def _distance(x, y, linf):
+    """The ℓ∞ (``linf``) or ℓ2 distance of two points."""
+    total = 0.0
+    for k in range(len(x)):
+        diff = abs(x[k] - y[k])
+        if linf:
+            total = max(total, diff)
+        else:
+            total += diff * diff
+    return total if linf else np.sqrt(total)
+
+
+@numba.njit(cache=True, nogil=True)
+def _refine(groups, a, q, m, keys, flow, row_points, col_points, guide, linf):
+    """``refine``'s tree: (fits, parent, keys, flow) over the finer rows and the columns."""
+    n = groups[-1]
+    root = n + m
+    # each coarse row's tree arcs (column, flow), grouped by row
+    first = np.zeros(q + 1, np.int64)
+    for u in range(q + m):
+        if keys[u] >= 0:
+            first[keys[u] // m + 1] += 1
+    for i in range(q):
+        first[i + 1] += first[i]
+    fill = first[:-1].copy()
+    arc_col = np.empty(first[q], np.int64)
+    arc_flow = np.empty(first[q])
+    for u in range(q + m):
+        if keys[u] >= 0:
+            i = keys[u] // m
+            arc_col[fill[i]], arc_flow[fill[i]] = keys[u] % m, flow[u]
+            fill[i] += 1
+    # the finer tree's edges, undirected: (node, node or root, flow, code of the key)
+    ends = np.empty((root, 2), np.int64)
+    edge_flow = np.empty(root)
+    code = np.zeros(root, np.int64)  # an artificial arc's code (-1, -2); 0: a real arc
+    e = 0
+    for j in range(m):
+        if keys[q + j] < 0:  # a column on the root stays there
+            ends[e, 0], ends[e, 1], edge_flow[e], code[e] = n + j, root, flow[q + j], keys[q + j]
+            e += 1
+    for i in range(q):
+        lo, hi, t0, t1 = groups[i], groups[i + 1], first[i], first[i + 1]
+        if hi == lo:
+            return False, ends[:, 0], code, edge_flow
+        if t0 == t1:  # a row on the root: its finer rows too
+            for r in range(lo, hi):
+                ends[e, 0], ends[e, 1], edge_flow[e], code[e] = r, root, a[r], -1
+                e += 1
+            continue
+        if keys[i] < 0:  # the row hangs on the root by an empty arc: its first row does
+            ends[e, 0], ends[e, 1], edge_flow[e], code[e] = lo, root, 0.0, -1
+            e += 1
+        s, t = hi - lo, t1 - t0  # least cost first: s + t - 1 arcs, a tree
+        reduced = np.empty(s * t)
+        for r in range(s):
+            for k in range(t):
+                j = arc_col[t0 + k]
+                reduced[r * t + k] = _distance(row_points[lo + r], col_points[j], linf) - guide[j]
+        left, sent = a[lo:hi].copy(), arc_flow[t0:t1].copy()
+        row_open, col_open = np.ones(s, np.bool_), np.ones(t, np.bool_)
+        rows_open, cols_open = s, t
+        for pair in np.argsort(reduced, kind="mergesort"):
+            r, k = pair // t, pair % t
+            if not (row_open[r] and col_open[k]):
+                continue
+            done = rows_open == 1 and cols_open == 1
+            x = left[r] if done else max(0.0, min(left[r], sent[k]))  # the last takes the rest
+            ends[e, 0], ends[e, 1], edge_flow[e] = lo + r, n + arc_col[t0 + k], x
+            e += 1
+            if done:
+                break
+            left[r] -= x
+            sent[k] -= x
+            if rows_open > 1 and (cols_open == 1 or left[r] <= sent[k]):
+                row_open[r] = False
+                rows_open -= 1
+            else:
+                col_open[k] = False
+                cols_open -= 1
+    if e != root:
+        return False, ends[:, 0], code, edge_flow
+    # orient the edges from the root (breadth first)
+    start = np.zeros(root + 2, np.int64)
+    for x in range(root):
+        start[ends[x, 0] + 1] += 1
+        start[ends[x, 1] + 1] += 1
+    for u in range(root + 1):
+        start[u + 1] += start[u]
+    incident = np.empty(2 * root, np.int64)
+    fill = start[:-1].copy()
+    for x in range(root):
+        for side in range(2):
+            incident[fill[ends[x, side]]] = x
+            fill[ends[x, side]] += 1
+    parent = np.full(root, -1, np.int64)
+    tree_keys = np.empty(root, np.int64)
+    tree_flow = np.empty(root)
+    seen = np.zeros(root + 1, np.bool_)
+    queue = np.empty(root + 1, np.int64)
+    queue[0], seen[root] = root, True
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for s in range(start[u], start[u + 1]):
+            x = incident[s]
+            w = ends[x, 0] if ends[x, 1] == u else ends[x, 1]
+            if seen[w]:
+                continue
+            seen[w] = True
+            queue[tail] = w
+            tail += 1
+            parent[w], tree_flow[w] = u, edge_flow[x]
+            tree_keys[w] = code[x] if code[x] < 0 else ends[x, 0] * m + ends[x, 1] - n
+    return tail == root + 1, parent, tree_keys, tree_flow
 
 
 def solve(a, b, rows, cols, costs, start: Basis | None = None, guide=None,

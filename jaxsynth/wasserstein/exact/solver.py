@@ -35,7 +35,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
-from jaxsynth.wasserstein.exact import levels, lp
+from jaxsynth.wasserstein.exact import levels, lp, simplex
 from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
     cost_matrix,
@@ -158,12 +158,14 @@ class Pair(NamedTuple):
 
 
 class Solved(NamedTuple):
-    """The last level solved: its plan (rows, cols, mass) and duals."""
+    """The last level solved: its plan (rows, cols, mass), duals and optimal tree
+    (``simplex.Basis``; ``None`` from a dense solve)."""
 
     level: Level
     plan: tuple
     u: np.ndarray
     v: np.ndarray
+    basis: simplex.Basis | None = None
 
 
 def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times, passes
@@ -205,14 +207,16 @@ def _scan(rep: Replicate, chunks, count, v, k=0, phase="pass"):
     return fmin[:count].astype(np.float64) - v.max(), best[:count]
 
 
-def _lower_end(rep: Replicate, v):
+def _lower_end(rep: Replicate, v, fmin=None):
     """Certified dual value of ``v`` (float32 rounding subtracted), and the c-transform.
 
     The pass sees the centred float32 potentials ``vv``; ``(min_j c − vv_j, vv)`` is the
-    dual-feasible pair whose value is certified."""
+    dual-feasible pair whose value is certified.  ``fmin``: the points' c-transform, if
+    a pass (``_scan`` of the points under ``v``) has it already."""
     d = rep.data.X.shape[1]
     vv = _centred(rep, v)[:rep.m].astype(np.float64)
-    fmin = _scan(rep, rep.data.levels[-1].chunks, rep.data.n, v, phase="lower")[0]
+    if fmin is None:
+        fmin = _scan(rep, rep.data.levels[-1].chunks, rep.data.n, v, phase="lower")[0]
     err = (d + 4) * 2.0**-24 * (rep.diam + np.abs(vv).max()) + np.sqrt(d) * 2.0**-24
     return float(np.dot(rep.w, vv) + (fmin + v.max()).mean() - err), fmin
 
@@ -241,33 +245,35 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         return _leave(rep, index, pair, solution.v), Solved(level, solution[:3], solution.u,
                                                            solution.v)
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
-    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
     v = np.zeros(m) if coarsest else last.v
+    tree = None if coarsest else _refined_tree(rep, last, level)
     inherited = [] if coarsest else [_inherited_arcs(last.level, level, last.plan[0],
                                                      last.plan[1], m)]
+    if tree is not None:
+        inherited.append(tree.keys[tree.keys >= 0])
+    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, k)
     arcs = _unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
                         nw_rows * m + nw_cols)
-    # the level above's duals start the first LP (blocks take their parent's)
-    solution = None if coarsest else lp.Plan((), (), (), last.u[np.searchsorted(
-        last.level.starts, level.starts[:-1], "right") - 1], last.v)
+    # the first LP starts from the level above's tree refined, or its column duals
+    solution = None if coarsest else lp.Plan((), (), (), (), last.v, tree)
     previous = -np.inf
     for _ in range(MAX_ROUNDS):
         r, c = np.divmod(arcs, m)
         solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
                        pair_cost(level.centroids[r], rep.atoms[c], rep.metric), solution)
         plan, u, v = solution[:3], solution.u, solution.v
+        if finest and not coarsest:  # the upper end first: with the level above's lower
+            pair = pair.tightened(upper=_upper(rep, level, plan))  # end, one round
+            if pair.met(rtol):                                     # usually meets rtol
+                break
         # the blocks' c-transform, and their best atoms (one pass over all atoms)
-        if finest and not coarsest:  # the pair first: one round usually meets rtol
-            upper = _upper(rep, level, plan)
-            value, fmin = _lower_end(rep, v)  # the points' c-transform: the blocks'
-            pair = pair.tightened(value, upper)
+        fmin, best = _scan(rep, level.chunks, level.size, v, k)
+        if finest and not coarsest:  # the points' c-transform: a lower end
+            pair = pair.tightened(lower=_lower_end(rep, v, fmin)[0])
             if pair.met(rtol):
                 break
-            _, best = _scan(rep, level.chunks, level.size, v, k)
-        else:
-            fmin, best = _scan(rep, level.chunks, level.size, v, k)
-        if not coarsest and not finest:
+        elif not coarsest:
             pair, value = _certify(rep, pair, level, plan, v, fmin)
             if pair.met(rtol):
                 break
@@ -286,7 +292,20 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         pair = pair.tightened(upper=_upper(rep, level, plan))
     if coarsest or not finest:  # (the points' own rounds took their lower end)
         pair = _leave(rep, index, pair, v)
-    return pair, Solved(level, plan, u, v)
+    return pair, Solved(level, plan, u, v, solution.basis)
+
+
+def _refined_tree(rep: Replicate, last: Solved, level: Level) -> simplex.Basis | None:
+    """The optimal tree of the level above's last LP as a tree of ``level``'s LP
+    (``simplex.refine``), or ``None``: no tree kept (a dense solve, POT's fallback), or
+    blocks of ``level`` that straddle two of the level above."""
+    if last.basis is None:
+        return None
+    groups = np.searchsorted(level.starts, last.level.starts)
+    if not np.array_equal(level.starts[np.minimum(groups, level.size)], last.level.starts):
+        return None
+    return simplex.refine(last.basis, groups, level.masses, level.centroids, rep.atoms, last.v,
+                          rep.metric)
 
 
 def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, fmin):

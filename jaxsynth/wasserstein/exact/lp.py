@@ -3,8 +3,8 @@
 ``solve_dense`` is POT's network simplex (LEMON's, in C++) on the full cost matrix.
 ``solve_arcs`` keeps the work of column generation: it is ``simplex.solve``, which
 restarts a round from the previous round's optimal spanning tree (POT's solvers can only
-be seeded with potentials and rebuild their start every call), and starts a level's
-first LP from the level above's column duals.  Should it not settle within its pivot
+be seeded with potentials and rebuild their start every call), and a level's first LP
+from the level above's tree refined (``simplex.refine``) or its column duals.  Should it not settle within its pivot
 limit (round-off can make a degenerate LP cycle), POT's public cold solve stands in.
 Either way the plan is an optimal one of the restricted LP: the certificate does not
 depend on the start or the solver.
@@ -48,8 +48,9 @@ def solve_arcs(a, b, rows, cols, costs, start: Plan | None = None) -> Plan:
     """Optimal transport from ``a`` [Q] to ``b`` [M] on the arcs ``rows``, ``cols``
     (float64 ``costs``), which must admit a coupling (north-west arcs do).
 
-    ``start``: a plan of an earlier round on the same masses (its basis restarts the
-    simplex), or any plan whose column duals ``v`` guide a cold start (a coarser level's).
+    ``start``: a plan whose basis restarts the simplex (an earlier round's on the same
+    masses, or a coarser level's tree refined to these rows), or any plan whose column
+    duals ``v`` guide a cold start (a coarser level's).
 
     Raises:
       RuntimeError: the LP has no coupling on these arcs or is not solved.

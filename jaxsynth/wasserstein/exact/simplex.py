@@ -14,7 +14,8 @@ no cycling on the many degenerate pivots of transport problems) kept as parent /
 smaller side of the tree, whose potentials shift).  The start differs: an artificial
 root with big-M arcs as LEMON's, but each row hung at once on its arc of least
 ``c − guide`` (optional column duals, e.g. a coarser LP's), the columns' excesses and
-shortages on their arcs to and from the root.  Arcs are uncapacitated, rows are
+shortages on their arcs to and from the root; or a given tree: a round's last one, or a
+coarser LP's refined to finer rows (``refine``).  Arcs are uncapacitated, rows are
 sources: the arc above a row points to its parent, the one above a column away from
 it, but for a column's arc to the root; a tree arc's flow is kept on its lower node.
 

@@ -390,6 +390,11 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     check_pair(X, out, metric, clusters=24)  # levels of 24, 192 and 1500
     assert len(refined) == 4 and all(tree is not None for tree in refined)
     assert sum(taken) == 4
+    refined.clear()  # in d = 3 (above REFINED_MAX_D) every level starts cold
+    X3 = js.datasets.load("subspace", n=800, d=3, k=2, key=2)
+    check_pair(X3, js.release_batch(4, js.PrunedPMM(), X3, eps=[2.0], seeds=1), metric,
+               clusters=16)
+    assert refined == []
     # blocks that straddle two of the level above (a level capped by MAX_LP_BLOCKS, the
     # points then by regions) start cold: no tree is refined
     refined.clear()

@@ -134,9 +134,11 @@ def _refine(groups, a, q, m, keys, flow, row_points, col_points, guide, linf):
             e += 1
     for i in range(q):
         lo, hi, t0, t1 = groups[i], groups[i + 1], first[i], first[i + 1]
-        if hi == lo:
+        s, t = hi - lo, t1 - t0
+        need = s if t == 0 else s + t - 1 + (1 if keys[i] < 0 else 0)
+        if s == 0 or e + need > root:  # (not the tree of a coarser LP on these rows)
             return False, ends[:, 0], code, edge_flow
-        if t0 == t1:  # a row on the root: its finer rows too
+        if t == 0:  # a row on the root: its finer rows too
             for r in range(lo, hi):
                 ends[e, 0], ends[e, 1], edge_flow[e], code[e] = r, root, a[r], -1
                 e += 1
@@ -144,7 +146,7 @@ def _refine(groups, a, q, m, keys, flow, row_points, col_points, guide, linf):
         if keys[i] < 0:  # the row hangs on the root by an empty arc: its first row does
             ends[e, 0], ends[e, 1], edge_flow[e], code[e] = lo, root, 0.0, -1
             e += 1
-        s, t = hi - lo, t1 - t0  # least cost first: s + t - 1 arcs, a tree
+        # least cost first: s + t - 1 arcs, a tree
         reduced = np.empty(s * t)
         for r in range(s):
             for k in range(t):
@@ -196,8 +198,8 @@ def _refine(groups, a, q, m, keys, flow, row_points, col_points, guide, linf):
     while head < tail:
         u = queue[head]
         head += 1
-        for s in range(start[u], start[u + 1]):
-            x = incident[s]
+        for slot in range(start[u], start[u + 1]):
+            x = incident[slot]
             w = ends[x, 0] if ends[x, 1] == u else ends[x, 1]
             if seen[w]:
                 continue

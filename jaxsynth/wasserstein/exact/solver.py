@@ -79,6 +79,10 @@ SETTLED = 0.1
 than ``SETTLED · rtol · upper``."""
 THREADS_PER_CORE = 2
 """Replicates evaluated at once per CPU core (``w1_exact``)."""
+REFINED_MAX_D = 2
+"""A level's first LP starts from the level above's tree refined in dimensions up to this,
+above it cold, guided by the level above's duals (which was the faster start on the
+benchmarks' 3-D data: ``docs/theory/exact-w1.md``)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -298,9 +302,10 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
 
 def _refined_tree(rep: Replicate, last: Solved, level: Level) -> simplex.Basis | None:
     """The optimal tree of the level above's last LP as a tree of ``level``'s LP
-    (``simplex.refine``), or ``None``: no tree kept (a dense solve, POT's fallback), or
-    blocks of ``level`` that straddle two of the level above."""
-    if last.basis is None:
+    (``simplex.refine``), or ``None``: data of more than ``REFINED_MAX_D`` dimensions, no
+    tree kept (a dense solve, POT's fallback), or blocks of ``level`` that straddle two
+    of the level above."""
+    if last.basis is None or rep.data.X.shape[1] > REFINED_MAX_D:
         return None
     groups = np.searchsorted(level.starts, last.level.starts)
     if not np.array_equal(level.starts[np.minimum(groups, level.size)], last.level.starts):

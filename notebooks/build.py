@@ -11,6 +11,7 @@ runs every notebook top to bottom with the reduced sizes (``JAXSYNTH_NOTEBOOK_SI
     python notebooks/build.py                       # rebuild every .ipynb, keeping the
                                                     # outputs where no code cell changed
     nice python notebooks/build.py --execute 02 03  # rebuild and run at full size, in place
+                                                    # (--timeout: a cell's limit in s)
     python notebooks/build.py --execute --size ci   # a quick run with the reduced sizes,
                                                     # written to the temporary directory
 """
@@ -131,6 +132,8 @@ def main(argv=None) -> int:
     parser.add_argument("names", nargs="*", help="notebook numbers or names (default: all)")
     parser.add_argument("--execute", action="store_true", help="run and save the outputs")
     parser.add_argument("--size", choices=("full", "ci"), default="full")
+    parser.add_argument("--timeout", type=int, default=3600, metavar="SECONDS",
+                        help="limit on one cell's run (default 3600)")
     args = parser.parse_args(argv)
     chosen = [s for s in sources()
               if not args.names or any(s.stem.startswith(n) for n in args.names)]
@@ -143,7 +146,7 @@ def main(argv=None) -> int:
             if args.size != "full":  # the committed notebooks keep their full-size outputs
                 out = Path(tempfile.gettempdir()) / out.name
             try:
-                seconds = execute(nb, args.size)
+                seconds = execute(nb, args.size, timeout=args.timeout)
             except Exception:
                 partial = Path(tempfile.gettempdir()) / f"{source.stem}.partial.ipynb"
                 nbformat.write(nb, partial)

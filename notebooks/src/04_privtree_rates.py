@@ -15,17 +15,19 @@
 # 3. splits the error of PrivTree into its resolution part (exact masses on the same
 #    private tree, and on the noiseless soft-threshold tree) and the rest.
 #
-# Two measurements: the quantity the theorems bound, the ℓ∞ W1 between the whole data
-# set and each release (`js.w1(method="exact")`, `js.simulate`'s default: a certified pair
-# at most 1% wide), for the rates up to n = 3·10^4 and for the ball; and the certified ℓ∞
-# bracket `lower ≤ W1 ≤ upper`, 3–7 times wide but cheap enough for n up to 10^6 (the
-# rates are fitted to its upper end, which the theorems bound from above too), checked
-# once against Sinkhorn on the full measures at n = `CHECK_N`.  The tree W1 alone is not
-# a bound on ℓ∞ W1: on the ball it reads far below it (section 2).
+# Every main measurement is the quantity the theorems bound, the ℓ∞ W1 between the whole
+# data set and each release (`js.w1(method="exact")`, `js.simulate`'s default: a
+# certified pair at most 1% wide; the tables use its upper end): the rates for n up to
+# `max(EXACT_RATE_N)`, the ball, and the oracle split.  Beyond that n a replicate's
+# certified W1 costs minutes, so the rates' long range up to n = 10^6 is measured by the
+# certified ℓ∞ bracket `lower ≤ W1 ≤ upper`, 3–7 times wide but cheap (its upper end is
+# bounded by the theorems too), checked once against Sinkhorn on the full measures at
+# n = `CHECK_N`.  The tree W1 alone is not a bound on ℓ∞ W1: on the ball it reads far
+# below it (section 2).
 
 # %%
 # %matplotlib inline
-import datetime, importlib.metadata, math, os, platform, warnings
+import datetime, importlib.metadata, math, os, platform, time, warnings
 
 import jax
 import matplotlib.pyplot as plt
@@ -42,17 +44,17 @@ warnings.filterwarnings("ignore", message="IProgress not found")  # text progres
 SIZE = os.environ.get("JAXSYNTH_NOTEBOOK_SIZE", "full")
 FULL = SIZE == "full"
 EPS = 1.0
-RATE_N = [1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000] if FULL else [600, 1_000]
+EXACT_RATE_N = [1_000, 3_000, 10_000, 30_000, 100_000] if FULL else [600, 1_000]
+EXACT_SEEDS = 10 if FULL else 2          # the replicates' coefficient of variation is 1-4%
+RATE_N = EXACT_RATE_N + [300_000, 1_000_000] if FULL else EXACT_RATE_N  # the bracket's range
 RATE_SEEDS = 20 if FULL else 3
 BALL_D = [2, 3, 4, 6, 8] if FULL else [2]
 BALL_N = 1_000
 BALL_SEEDS = 40 if FULL else 3
 CHECK_N = 1_000                          # Sinkhorn check on the full measures at this n
 CHECK_SEEDS = 3 if FULL else 1
-ORACLE_N = RATE_N[:-1] if FULL else RATE_N
+ORACLE_N = EXACT_RATE_N[:4] if FULL else EXACT_RATE_N
 ORACLE_SEEDS = 10 if FULL else 2
-EXACT_RATE_N = RATE_N[:4] if FULL else RATE_N   # rates on the full-data W1
-EXACT_SEEDS = 10 if FULL else 2
 
 # %%
 print(f"run {datetime.datetime.now():%Y-%m-%d %H:%M} | {platform.platform()} | "
@@ -65,42 +67,56 @@ print(f"run {datetime.datetime.now():%Y-%m-%d %H:%M} | {platform.platform()} | "
 # The subspace data set has s = 3 uniform coordinates and five constant ones (at 0.5) in
 # d = 8.  Theory for PrivTree: slope −1/t with t = min(d, max(s, 2)), i.e. −1/2, −1/3 on
 # the uniform squares and cubes and −1/3 (not −1/8) on the subspace; `bound_slope` is the
-# slope of (log(εn)/(εn))^(1/t) itself over the same εn, log factor included.
+# slope of (log(εn)/(εn))^(1/t) itself over the same εn, log factor included.  The fit is
+# to the full-data W1 (certified to 1%), `EXACT_SEEDS` releases per size.
 
 # %%
 rate_data = {"uniform d=2": ("uniform", {"d": 2}), "uniform d=3": ("uniform", {"d": 3}),
              "subspace s=3 d=8": ("subspace", {"d": 8, "k": 3})}
-rates_df = js.simulate({"PrivTree": js.PrivTree()}, rate_data, n=RATE_N, eps=EPS,
-                       seeds=RATE_SEEDS, methods=["bracket"], progress=False)
-fits = pd.concat([js.estimate_rate(rates_df, column=m) for m in ("w1_upper", "w1_lower")])
-fits["-1/d"], fits["-1/s"] = -1 / fits.d, -1 / fits.intrinsic_dim
-fits[["data", "column", "slope", "ci_low", "ci_high", "-1/d", "-1/s", "theory",
-      "bound_slope"]].round(3)
-
-# %%
-js.plots.rate_plot(rates_df, column="w1_upper", rates=fits[fits["column"] == "w1_upper"])
-
-# %% [markdown]
-# Local slopes between neighbouring sizes (upper bound): a single line over the range is
-# only an estimate of the asymptotic exponent if these settle.
-
-# %%
-means = rates_df.groupby(["data", "n"]).w1_upper.mean().unstack("data")
-(np.log(means).diff().div(np.log(means.index.to_series()).diff(), axis=0)).round(3).iloc[1:]
-
-# %% [markdown]
-# The rates on the full-data W1 (certified to 1%), for n up to `max(EXACT_RATE_N)`, beside
-# the bracket's upper end fitted over the same n.
-
-# %%
+start = time.perf_counter()
 exact_rates = js.simulate({"PrivTree": js.PrivTree()}, rate_data, n=EXACT_RATE_N, eps=EPS,
                           seeds=EXACT_SEEDS, progress=False)
-print("largest relative gap of the certified pairs:",
-      f"{((exact_rates.w1_exact_upper - exact_rates.w1_exact_lower) / exact_rates.w1_exact_upper).max():.4f}")
-same_range = rates_df[rates_df.n <= max(EXACT_RATE_N)]
-exact_fits = pd.concat([js.estimate_rate(exact_rates, column="w1_exact_upper"),
-                        js.estimate_rate(same_range, column="w1_upper")])
-exact_fits[["data", "column", "slope", "ci_low", "ci_high", "theory", "bound_slope"]].round(3)
+pair_gap = (exact_rates.w1_exact_upper - exact_rates.w1_exact_lower) / exact_rates.w1_exact_upper
+cell_cv = exact_rates.groupby(["data", "n"]).w1_exact_upper.agg(lambda w: w.std() / w.mean())
+print(f"{len(exact_rates)} replicates in {time.perf_counter() - start:.0f} s; largest relative "
+      f"gap of a certified pair {pair_gap.max():.4f}; largest coefficient of variation of a "
+      f"cell {cell_cv.max():.3f}")
+fits = js.estimate_rate(exact_rates, column="w1_exact_upper")
+fits["-1/d"], fits["-1/s"] = -1 / fits.d, -1 / fits.intrinsic_dim
+fits[["data", "slope", "ci_low", "ci_high", "-1/d", "-1/s", "theory", "bound_slope"]].round(3)
+
+# %%
+js.plots.rate_plot(exact_rates, rates=fits)
+
+# %% [markdown]
+# Local slopes between neighbouring sizes: a single line over the range is only an
+# estimate of the asymptotic exponent if these settle.
+
+# %%
+def local_slopes(df, column):
+    means = df.groupby(["data", "n"])[column].mean().unstack("data")
+    return np.log(means).diff().div(np.log(means.index.to_series()).diff(), axis=0).iloc[1:]
+
+local_slopes(exact_rates, "w1_exact_upper").round(3)
+
+# %% [markdown]
+# ### The long range on the bracket
+#
+# The same data for n up to 10^6, `RATE_SEEDS` releases per size, measured by the
+# certified bracket: the fits to its two ends, and its local slopes (upper end).
+
+# %%
+rates_df = js.simulate({"PrivTree": js.PrivTree()}, rate_data, n=RATE_N, eps=EPS,
+                       seeds=RATE_SEEDS, methods=["bracket"], progress=False)
+bracket_fits = pd.concat([js.estimate_rate(rates_df, column=m) for m in ("w1_upper", "w1_lower")])
+bracket_fits[["data", "column", "slope", "ci_low", "ci_high", "theory", "bound_slope"]].round(3)
+
+# %%
+js.plots.rate_plot(rates_df, column="w1_upper",
+                   rates=bracket_fits[bracket_fits["column"] == "w1_upper"])
+
+# %%
+local_slopes(rates_df, "w1_upper").round(3)
 
 # %% [markdown]
 # ## 2. The central ball: shifted against fixed partition
@@ -164,7 +180,7 @@ check.groupby(["data", "mechanism"])[["w1_tree", "w1_lower", "w1_sinkhorn", "w1_
 # resolution error of the ideal partition.  The difference between the release and its
 # oracle measure is what the noisy leaf masses cost.  Also shown: He's resolution
 # functional R_T = Σ μ(Q) 2^(−depth(Q)/d), with Lemma 2.5's bound 2d·R_T.  Data: uniform
-# d = 3.
+# d = 3.  Each measure's W1 is the full-data ℓ∞ W1 (certified to 1%, upper end).
 
 # %%
 IDEAL = "oracle: noiseless soft-threshold tree"
@@ -176,54 +192,58 @@ for n in ORACLE_N:
     measures = {"PrivTree release": out, "oracle: exact masses on the private tree":
                 js.oracle.oracle_measure(X, out), IDEAL: ideal}
     for name, measure in measures.items():
-        lo, up = js.w1(X, measure, method="bracket")
-        for seed, (l, u) in enumerate(zip(np.ravel(lo), np.ravel(up))):
-            rows.append({"quantity": name, "n": n, "eps": EPS, "seed": seed, "w1_lower": l,
-                         "w1_upper": u})
-    for seed, r in enumerate(np.ravel(js.oracle.resolution_functional(X, out))):
-        rows.append({"quantity": "2d·R_T of the private tree (Lemma 2.5)", "n": n, "eps": EPS,
-                     "seed": seed, "w1_upper": 2 * 3 * r})
+        _, upper = js.w1(X, measure)
+        rows += [{"quantity": name, "n": n, "eps": EPS, "seed": seed, "w1_or_bound": u}
+                 for seed, u in enumerate(np.ravel(upper))]
+    rows += [{"quantity": "2d·R_T of the private tree (Lemma 2.5)", "n": n, "eps": EPS,
+              "seed": seed, "w1_or_bound": 2 * 3 * r}
+             for seed, r in enumerate(np.ravel(js.oracle.resolution_functional(X, out)))]
 oracle_df = pd.DataFrame(rows)  # the noiseless tree is deterministic: one value per n
-oracle_rates = js.estimate_rate(oracle_df[oracle_df.quantity != IDEAL], column="w1_upper",
+oracle_rates = js.estimate_rate(oracle_df[oracle_df.quantity != IDEAL], column="w1_or_bound",
                                 by="quantity").set_index("quantity")
 noiseless = oracle_df[oracle_df.quantity == IDEAL]
 oracle_rates.loc[IDEAL, "slope"] = np.polyfit(np.log(EPS * noiseless.n),
-                                              np.log(noiseless.w1_upper), 1)[0]
-oracle_df.groupby(["n", "quantity"]).w1_upper.mean().unstack("quantity").round(4)
+                                              np.log(noiseless.w1_or_bound), 1)[0]
+oracle_df.groupby(["n", "quantity"]).w1_or_bound.mean().unstack("quantity").round(4)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4.5))
 for i, (name, g) in enumerate(oracle_df.groupby("quantity", sort=False)):
-    m = g.groupby("n").w1_upper.mean()
+    m = g.groupby("n").w1_or_bound.mean()
     fit = oracle_rates.loc[name]
     ci = f" [{fit.ci_low:.2f}, {fit.ci_high:.2f}]" if np.isfinite(fit.ci_low) else ""
     ax.plot(m.index * EPS, m, "o-", color=f"C{i}", label=f"{name}: slope {fit.slope:.2f}{ci}")
 ax.set(xscale="log", yscale="log", xlabel="ε n", title="uniform d = 3, PrivTree and its oracles",
-       ylabel="mean ℓ∞ W1 certified upper bound (2d·R_T: a bound)")
+       ylabel="mean ℓ∞ W1, full data (2d·R_T: a bound)")
 ax.grid(alpha=0.3, which="both")
 ax.legend(fontsize=7);
 
 # %% [markdown]
 # ## Conclusion
 #
-# Full-size run: εn = 10^3 … 10^6, 20 seeds per size; ball: 40 seeds per d.
+# Full-size run: the full-data W1 (certified to 1%) at εn = 10^3 … 10^5 with 10 seeds per
+# size (the largest coefficient of variation of a cell is 3.1%, so every mean is known to
+# about ±2%); the bracket at εn = 10^3 … 10^6 with 20 seeds; the ball with 40 seeds per
+# d; the oracles at εn = 10^3 … 3·10^4 with 10 seeds.
 #
 # * **Rates: as the theorems say, including the adaptation to the intrinsic dimension.**
-#   The certified ℓ∞ upper bound decays with slope −0.43 on the uniform square, −0.285 on
-#   the uniform cube and −0.30 on the 3-dimensional subspace of [0,1]^8; the theorems'
-#   bound functions have slopes −0.45, −0.30 and −0.30 over the same εn (−1/2, −1/3, −1/3
-#   before their log factor), and the subspace is nowhere near the ambient −1/8.  The
-#   lower bound decays alike.  The bootstrap intervals (±0.003) only reflect seed noise:
-#   the local slopes between neighbouring sizes vary much more (−0.27 to −0.52 on the
-#   square), and on the subspace they alternate between −0.04 and −0.55, a staircase
-#   set by its five constant coordinates at 0.5, whose distance to the nearest cell
-#   centre halves each time the leaves gain one bisection per coordinate.
-# * **On the full-data W1** (certified to 1%, n = 10^3 … 3·10^4, ten seeds per size) the
-#   slopes are −0.444 (square), −0.276 (cube) and −0.229 (subspace), against the
-#   bracket's upper end's −0.432, −0.263 and −0.247 over the same sizes and the bound
-#   functions' −0.441, −0.294 and −0.294: the bracket's slopes are within 0.02 of the
-#   full-data ones.  On the subspace this short range sits on the staircase above, so
-#   its slope says less about the exponent than the full range's −0.30.
+#   On the full-data ℓ∞ W1 the slopes are −0.445 on the uniform square, −0.307 on the
+#   uniform cube and −0.286 on the 3-dimensional subspace of [0,1]^8 (bootstrap
+#   intervals ±0.003); the theorems' bound functions have slopes −0.449, −0.299 and
+#   −0.297 over the same εn (−1/2, −1/3, −1/3 before their log factor), and the subspace
+#   is nowhere near the ambient −1/8.  The bootstrap intervals only reflect seed noise:
+#   the local slopes between neighbouring sizes vary more (−0.39 to −0.47 on the square,
+#   −0.22 to −0.35 on the cube), and on the subspace they alternate between about −0.01
+#   and −0.53, a staircase set by its five constant coordinates at 0.5, whose distance to
+#   the nearest cell centre halves each time the leaves gain one bisection per
+#   coordinate.  So the subspace's slope depends on where the range ends; the exponent is
+#   what the staircase averages to.
+# * **The long range on the bracket** (up to εn = 10^6): its upper end decays with slope
+#   −0.428, −0.300 and −0.356, its lower end with −0.394, −0.342 and −0.386 (bound
+#   functions −0.454, −0.305, −0.304 over this range).  The two ends, 3–7 times apart,
+#   differ in slope by 0.03–0.04, and the subspace's staircase goes on to 10^6 (local
+#   slopes −0.04 and −0.55 in turn): the same picture as the full-data W1, measured more
+#   loosely.
 # * **Shifted against fixed partition on the central ball: the shift wins from d = 4 on.**
 #   On the full-data ℓ∞ W1 (certified to 1%): 0.071 against 0.056 at d = 4, 0.244 against
 #   0.096 at d = 6 (−61%), 0.245 against 0.128 at d = 8 (the bracket: 0.225–0.98 against
@@ -233,8 +253,9 @@ ax.legend(fontsize=7);
 #   at depth ≈ 10.  At d ≤ 3 the two are equal within 0.002 (0.015 against 0.017 at d = 2,
 #   0.036 against 0.037 at d = 3).  The tree W1 reads 0.008 for the fixed
 #   partition at d = 8 (ℓ∞ W1 0.245) and would rank the two the wrong way round.
-# * **Resolution against privacy error: resolution dominates.**  On the uniform cube the
-#   release's upper bound is only 7–13% above that of the exact masses on the same private
-#   tree, and the private tree is as fine as the noiseless soft-threshold tree (0.061
-#   against 0.0625 at n = 3·10^5); all decay with slope −0.26 to −0.28.  Lemma 2.5's
-#   bound 2d·R_T lies 4–5× above.
+# * **Resolution against privacy error: resolution dominates**, now on the full-data W1.
+#   On the uniform cube the release is only 0.8–6% above the exact masses on the same
+#   private tree (0.0979 against 0.0926 at n = 10^3, 0.0394 against 0.0391 at 3·10^4: the
+#   noisy masses' share shrinks with n), and the private tree is as fine as the noiseless
+#   soft-threshold tree (0.0391 against 0.0420 at n = 3·10^4); all decay with slopes
+#   −0.25 to −0.28.  Lemma 2.5's bound 2d·R_T lies 14–15 times above the W1.

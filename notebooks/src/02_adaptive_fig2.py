@@ -8,8 +8,10 @@
 # W1, with a gap that grows with d.
 #
 # This notebook
-# 1. reruns the comparison for k = 1, 3, 5 and d up to 12, with the certified ℓ∞ bracket
-#    `lower ≤ W1 ≤ upper` of every replicate (means with 95% confidence intervals),
+# 1. reruns the comparison for k = 1, 3, 5 and d up to 12 on the quantity the paper
+#    bounds, the ℓ∞ W1 between the whole data set and each release (`js.w1(method="exact")`,
+#    `js.simulate`'s default: a certified pair at most 1% wide; means with 95% confidence
+#    intervals), beside the cheap certified bracket `lower ≤ W1 ≤ upper`, which is
 #    checked against Sinkhorn on subsamples;
 # 2. shows the exponential mechanism's selection probabilities beside the depths they
 #    select;
@@ -17,10 +19,9 @@
 # 4. varies what the paper fixed silently: the selection budget share ε_sel/ε, the
 #    enlarged candidate set, and where the constant coordinates sit (0.5, which lies on
 #    a cell boundary of every level; 1/3, which is not dyadic; random values);
-# 5. measures the k = 1 comparison by the quantity the paper bounds, the ℓ∞ W1 between
-#    the whole data set and each release (certified to 1%), with the constants at 0.5
-#    and at 1/3 (section 6).  Sections 1–5 measure by the bracket: cheap enough for 30 seeds
-#    on every cell, but 3–7 times wide.
+# 5. measures the k = 1 comparison on the full-data W1 with the constants at 1/3 too
+#    (section 6).  The exploration of section 5 measures by the bracket's lower end: cheap
+#    enough for its many configurations, and within a few per cent of W1 on these data.
 
 # %%
 # %matplotlib inline
@@ -51,8 +52,7 @@ EXPLORE_D = [4, 8, 12] if FULL else [3]  # k = 1 in the exploration
 EXPLORE_SEEDS = 20 if FULL else 2
 EPS_SEL = [0.02, 0.1, 0.3, 0.5]          # selection shares ε_sel/ε explored
 RANDOM_DRAWS = 3 if FULL else 1          # random placements of the constant coordinates, per d
-EXACT_D = [4, 8, 12] if FULL else [3]    # section 6: k = 1 on the full-data W1
-EXACT_SEEDS = 10 if FULL else 2
+EXACT_D = [4, 8, 12] if FULL else [3]    # section 6: k = 1, constants at 1/3 (0.5: section 1)
 
 # %%
 print(f"run {datetime.datetime.now():%Y-%m-%d %H:%M} | {platform.platform()} | "
@@ -65,7 +65,8 @@ print(f"run {datetime.datetime.now():%Y-%m-%d %H:%M} | {platform.platform()} | "
 # PMM uses its default depth ⌈log2(εn)⌉ (15 at n = 30000) and the packing schedule;
 # Adaptive Pruned-PMM its defaults (ε_sel = 0.1·ε, the standard candidate set of one
 # depth per model dimension s = 1..d).  The data are `subspace`: coordinates 0..k−1
-# uniform, the others fixed at 0.5.  Each replicate is measured by the certified bracket.
+# uniform, the others fixed at 0.5.  Each replicate is measured on the full data
+# (`w1_exact_upper`, the upper end of its certified pair) and by the bracket.
 
 # %%
 def subspace(k, d, value=0.5):
@@ -76,10 +77,13 @@ def ci95(x):
 
 main_mechs = {"PMM, ambient depth": js.PMM(), "Adaptive Pruned-PMM": js.AdaptivePrunedPMM()}
 main = js.simulate(main_mechs, {f"k={k} d={d}": subspace(k, d) for k in GRID for d in GRID[k]},
-                   n=N, eps=EPS, seeds=SEEDS, methods=["bracket"], progress=False)
+                   n=N, eps=EPS, seeds=SEEDS, methods=["exact", "bracket"], progress=False)
+print(f"{len(main)} replicates; largest relative gap of a certified pair "
+      f"{((main.w1_exact_upper - main.w1_exact_lower) / main.w1_exact_upper).max():.4f}")
 summary = (main.groupby(["intrinsic_dim", "d", "mechanism"])
-           .agg(depth=("depth", "mean"), lower=("w1_lower", "mean"), lower_ci=("w1_lower", ci95),
-                upper=("w1_upper", "mean"), upper_ci=("w1_upper", ci95))
+           .agg(depth=("depth", "mean"), w1=("w1_exact_upper", "mean"),
+                w1_ci=("w1_exact_upper", ci95), lower=("w1_lower", "mean"),
+                upper=("w1_upper", "mean"))
            .rename_axis(index={"intrinsic_dim": "k"}))
 summary.round(3)
 
@@ -88,13 +92,12 @@ fig, axes = plt.subplots(1, len(GRID), figsize=(5 * len(GRID), 4), squeeze=False
 for ax, k in zip(axes[0], GRID):
     for i, mech in enumerate(main_mechs):
         s = summary.loc[k].xs(mech, level="mechanism")
-        ax.errorbar(s.index, s.upper, s.upper_ci, fmt="--", color=f"C{i}", capsize=2,
-                    label=f"{mech}: upper")
-        ax.errorbar(s.index, s.lower, s.lower_ci, fmt="-o", ms=3, color=f"C{i}", capsize=2,
-                    label=f"{mech}: lower")
-        ax.fill_between(s.index, s.lower, s.upper, color=f"C{i}", alpha=0.1)
+        ax.errorbar(s.index, s.w1, s.w1_ci, fmt="-o", ms=3, color=f"C{i}", capsize=2,
+                    label=f"{mech}: full-data W1")
+        ax.fill_between(s.index, s.lower, s.upper, color=f"C{i}", alpha=0.1,
+                        label=f"{mech}: bracket (means)")
     ax.set(title=f"k = {k}, n = {N}, ε = {EPS}", xlabel="ambient dimension d",
-           ylabel="ℓ∞ W1: certified bracket (mean, 95% CI)")
+           ylabel="ℓ∞ W1 (mean, 95% CI)")
     ax.grid(alpha=0.3)
 axes[0, 0].legend(fontsize=7)
 fig.tight_layout()
@@ -177,7 +180,7 @@ def placement_floor(depth, d, k, value):
 
 main["floor"] = [placement_floor(r, d, k, 0.5)
                  for r, d, k in zip(main.depth, main.d, main.intrinsic_dim)]
-floor = main.groupby(["intrinsic_dim", "d", "mechanism"])[["floor", "w1_lower", "w1_upper"]].mean()
+floor = main.groupby(["intrinsic_dim", "d", "mechanism"])[["floor", "w1_exact_upper"]].mean()
 floor.rename_axis(index={"intrinsic_dim": "k"}).unstack("mechanism").round(3)
 
 # %% [markdown]
@@ -276,17 +279,18 @@ pd.concat(probs, axis=1).round(3)
 # The quantity Fig. 2 is about, the ℓ∞ W1 between the whole data set (n points, weights
 # 1/n) and each release: `js.w1(method="exact")`, the default of `js.simulate`, a
 # certified pair `lower ≤ W1 ≤ upper` at most 1% wide (the tables show the upper end).
-# k = 1, the constant coordinates at 0.5 (a cell boundary of every level) and at 1/3
-# (not dyadic), `EXACT_SEEDS` releases per point.
+# k = 1, the constant coordinates at 0.5 (a cell boundary of every level: section 1's
+# replicates) and at 1/3 (not dyadic: `SEEDS` new releases per point).
 
 # %%
 start = time.perf_counter()
-exact = js.simulate(main_mechs, {f"d={d}, constants {name}": subspace(1, d, value)
-                                 for d in EXACT_D for name, value in (("0.5", 0.5), ("1/3", 1 / 3))},
-                    n=N, eps=EPS, seeds=EXACT_SEEDS, progress=False)
-print(f"{len(exact)} replicates in {time.perf_counter() - start:.0f} s; largest relative gap "
-      f"{((exact.w1_exact_upper - exact.w1_exact_lower) / exact.w1_exact_upper).max():.4f}")
-exact["constants"] = exact.data.str.split("constants ").str[1]
+third = js.simulate(main_mechs, {f"k=1 d={d}": subspace(1, d, 1 / 3) for d in EXACT_D},
+                    n=N, eps=EPS, seeds=SEEDS, progress=False)
+print(f"{len(third)} replicates in {time.perf_counter() - start:.0f} s; largest relative gap "
+      f"{((third.w1_exact_upper - third.w1_exact_lower) / third.w1_exact_upper).max():.4f}")
+half = main[(main.intrinsic_dim == 1) & main.d.isin(EXACT_D)]
+exact = pd.concat([half.assign(constants="0.5"), third.assign(constants="1/3")],
+                  ignore_index=True)
 exact_table = (exact.groupby(["constants", "d", "mechanism"])
                .agg(depth=("depth", "mean"), w1=("w1_exact_upper", "mean"),
                     ci=("w1_exact_upper", ci95)).unstack("mechanism"))
@@ -297,29 +301,40 @@ exact_table.round(4)
 # %% [markdown]
 # ## Conclusion
 #
-# * **Zare Moayedi et al.'s Fig. 2 ordering reproduces, for a reason the paper does not give.**
-#   Adaptive Pruned-PMM has the lower ℓ∞ W1 at k = 1 (0.144 against 0.250 at d = 8) and
-#   k = 3, but its exponential mechanism spreads its choice almost uniformly over the
-#   candidate depths; the gain comes from those depths being mostly deeper than PMM's 15,
-#   which matters because the data's constant coordinates sit at 0.5, on a cell boundary
-#   of every level, where PMM's cell centres are 2^(−⌊15/d⌋−1) away (0.25 for d ≥ 8).
-# * The gap grows with d only up to d = 8 and then shrinks; at k = 5 there is none.
-# * What the paper fixed silently changes the conclusion: with the constants at 1/3 the
-#   gap falls to at most 0.03 and no longer grows with d; with random constants it is in
-#   between, approaching the 0.5 case as d grows (the worst of d − 1 random offsets nears
-#   the half-cell); a larger selection share only costs synthesis budget (0.02ε gives the
-#   lowest W1, 0.5ε the highest); the enlarged candidate set adds shallow depths with the
-#   same near-uniform weights and makes the adaptive mechanism worse at d ≥ 8 (worse than
-#   PMM with random constants at d = 8).
-# * The numbers above are the certified ℓ∞ bracket of every replicate; on these data its lower
-#   end is within a few per cent of the Sinkhorn estimate (section 2), its upper end about
-#   twice W1.
-# * **On the full-data W1** (section 6: the certified pair at most 1% wide, ten releases
-#   per point, k = 1), Adaptive Pruned-PMM against PMM with the constants at 0.5: 0.048
-#   against 0.076 (d = 4), 0.157 against 0.257 (d = 8), 0.188 against 0.255 (d = 12),
-#   ratios 0.63, 0.61, 0.74; with the constants at 1/3: 0.028 against 0.036, 0.080
-#   against 0.110, 0.108 against 0.111, ratios 0.77, 0.72, 0.98 (Adaptive's 95% interval
-#   ±0.005–0.037, from its random depth; PMM's ±0.002–0.005).  So away from the dyadic
-#   constants the ordering still holds up to d = 8, which the bracket, twice W1 wide, hid,
-#   and is gone at d = 12.  The cell-boundary explanation above accounts for the size of
-#   W1 at 0.5, not for the whole ordering.
+# Full-size run: every replicate of sections 1 and 6 measured on the full-data ℓ∞ W1
+# (certified pairs at most 1% wide but one, a d = 12 replicate of section 6 that stopped
+# at 4.4% on the round limit, still certified), 30 releases per point.
+#
+# * **Zare Moayedi et al.'s Fig. 2 ordering reproduces at k = 1, for a reason the paper
+#   does not give.**  Adaptive Pruned-PMM has the lower full-data W1 from d = 4 on (0.048
+#   against 0.076 at d = 4, 0.156 against 0.257 at d = 8, 0.192 against 0.256 at d = 12;
+#   equal at d = 2), but its exponential mechanism spreads its choice almost uniformly
+#   over the candidate depths; the gain comes from those depths being mostly deeper than
+#   PMM's 15, which matters because the data's constant coordinates sit at 0.5, on a cell
+#   boundary of every level, where PMM's cell centres are 2^(−⌊15/d⌋−1) away (0.25 for
+#   d ≥ 8).
+# * **At k = 3 and 5 the full-data W1 does not reproduce it.**  At k = 3 Adaptive is lower
+#   at d = 4, 8, 10 (0.223 against 0.266 at d = 8) but higher at d = 6 and 12 (0.163
+#   against 0.154, 0.260 against 0.251); at k = 5 the two are equal at d = 6, Adaptive is
+#   slightly lower at d = 8 (0.278 against 0.287) and higher at d = 10, 12 (0.292 against
+#   0.250).  The bracket's lower end, which earlier versions of this notebook compared,
+#   put Adaptive below PMM in every k = 3 cell: it is within 8% of W1 for PMM but up to
+#   20% below it for Adaptive.
+# * The k = 1 gap grows with d only up to d = 8 (0.10) and then shrinks (0.06 at d = 12).
+# * What the paper fixed silently changes the conclusion (section 5, by the bracket's
+#   lower end): with the constants at 1/3 the gap falls to at most 0.03 and no longer
+#   grows with d; with random constants it is in between, approaching the 0.5 case as d
+#   grows (the worst of d − 1 random offsets nears the half-cell); a larger selection
+#   share only costs synthesis budget (0.02ε gives the lowest W1, 0.5ε the highest); the
+#   enlarged candidate set adds shallow depths with the same near-uniform weights and
+#   makes the adaptive mechanism worse at d ≥ 8 (worse than PMM with random constants at
+#   d = 8).
+# * The bracket is 2–2.6 times wide on these data: its lower end is within 0–20% of the
+#   full-data W1 (and near the Sinkhorn estimate, section 2), its upper end 2–2.4 times W1.
+# * **With the constants at 1/3** (section 6, k = 1) Adaptive against PMM is 0.028 against
+#   0.033 (d = 4), 0.078 against 0.105 (d = 8) and 0.106 against 0.106 (d = 12), ratios
+#   0.83, 0.74, 1.00, against 0.64, 0.61, 0.75 with the constants at 0.5 (Adaptive's 95%
+#   interval ±0.003–0.024, from its random depth; PMM's ±0.001–0.003).  So away from the
+#   dyadic constants the ordering still holds up to d = 8 and is gone at d = 12.  The
+#   cell-boundary explanation above accounts for the size of W1 at 0.5, not for the
+#   whole ordering.

@@ -26,13 +26,13 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.wasserstein.hostpass import GROUP, host_pass
 
-__all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "point_chunks", "reduced_block", "reduced_pass"]
+__all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "on_host", "point_chunks", "reduced_block",
+           "reduced_pass"]
 
 CHUNK = 1024
 """Points per step of the jitted pass over all atoms (memory ``CHUNK × M`` floats)."""
-GROUP = 16
-"""Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
 BOX = 128
 """Consecutive points (Morton order) per box of the pruned pass."""
 PRUNE_ATOMS = 4096
@@ -175,13 +175,16 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with potentials ``v`` [S], and
     its ``k ≤ GROUP`` atoms of least reduced cost.
 
-    Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box of ``BOX``
+    Few atoms (``S < PRUNE_ATOMS``): one dense pass, on the host kernel
+    (``hostpass.host_pass``, the same result) for arrays on the CPU.  Otherwise each box of ``BOX``
     consecutive points meets only its candidate groups (``_candidate_groups``, which never
     drops a group that could hold a minimum), boxes of similar candidate counts together:
     the result is the dense pass's, for a fraction of its work.
     """
     size, d = y.shape
     if size < PRUNE_ATOMS:
+        if on_host(chunks):
+            return host_pass(np.asarray(chunks).reshape(-1, d), y, v, metric, k)
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))
     potentials = np.asarray(v)
@@ -213,6 +216,12 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
         points = (rows[:, None] * BOX + np.arange(BOX)).ravel()
         fmin[points], best[points] = f[: len(points)], b[: len(points)]
     return fmin, best
+
+
+def on_host(chunks) -> bool:
+    """Whether the dense pass of ``chunks`` runs on the host kernel: arrays on the CPU."""
+    return isinstance(chunks, np.ndarray) or all(
+        device.platform == "cpu" for device in chunks.devices())
 
 
 def point_chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:

@@ -323,8 +323,10 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_stacked_passes_in_the_exact_w1(metric):
+def test_stacked_passes_in_the_exact_w1(metric, monkeypatch):
     # the route an accelerator takes by default, through js.w1's option, against POT
+    # (the arrays' passes taken as an accelerator's: stacked, not the host kernel's)
+    monkeypatch.setattr(ctransform, "on_host", lambda chunks: False)
     X = js.datasets.load("pinwheel", n=2500, key=5)
     for mech in (js.PMM(), js.AdaptivePrunedPMM(), js.PrivTree(shift=True)):
         check_pair(X, js.release_batch(3, mech, X, eps=[0.5, 2.0], seeds=2), metric,
@@ -335,7 +337,9 @@ def test_stacked_passes_in_the_exact_w1(metric):
 def test_stacked_passes_are_the_passes_alone(most, monkeypatch):
     # the device thread's stacked calls (replicates on the same points together, at most
     # ``most`` a call) give every request reduced_pass's own result, bit for bit; the
-    # requests are queued before it starts, so the stacks are known
+    # requests are queued before it starts, so the stacks are known (the arrays' passes
+    # taken as an accelerator's: stacked, not the host kernel's)
+    monkeypatch.setattr(ctransform, "on_host", lambda chunks: False)
     if most:
         monkeypatch.setattr(passes, "MAX_STACKED", most * ctransform.CHUNK * 768)
     stacks = []

@@ -11,7 +11,8 @@ host, so LP work overlaps device work; no request waits for a batch to fill.
 A request's result is the one ``reduced_pass`` gives it alone, bit for bit: the pass is
 elementwise arithmetic and exact minima, the same for every slot of the stacked call, so a
 replicate's pair does not depend on what ran beside it.  Passes on many atoms (the
-pruned pass, whose work is ragged per replicate) run on the requesting thread.
+pruned pass, whose work is ragged per replicate) and passes of CPU arrays (the host
+kernel's, ``ctransform.on_host``) run on the requesting thread.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein.ctransform import CHUNK, PRUNE_ATOMS, reduced_block, reduced_pass
 
 __all__ = ["BatchedPasses", "MAX_STACKED"]
@@ -89,7 +91,7 @@ class BatchedPasses:
     def submit(self, chunks, y, v, metric: str, k: int) -> concurrent.futures.Future:
         """The pass's future (run by the device thread once the context is entered)."""
         result: concurrent.futures.Future = concurrent.futures.Future()
-        if y.shape[0] >= PRUNE_ATOMS:
+        if y.shape[0] >= PRUNE_ATOMS or ctransform.on_host(chunks):
             result.set_result(reduced_pass(chunks, y, v, metric, k))
         else:
             self._requests.put(_Request((id(chunks), y.shape, metric, k), chunks, y, v, result))

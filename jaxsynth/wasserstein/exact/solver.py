@@ -485,14 +485,15 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     a second thread per core runs while another holds the GIL for NumPy glue; each
     replicate's computation is the same whatever thread runs it.
 
-    With ``stacked``, the threads' passes over all atoms go to one device thread that
-    runs those queued together as one call (``passes.BatchedPasses``) while the other
-    threads solve their LPs.
+    With ``stacked``, the threads' passes over all atoms on an accelerator go to one
+    device thread that runs those queued together as one call (``passes.BatchedPasses``)
+    while the other threads solve their LPs; passes of CPU arrays run on the host kernel
+    (``hostpass``) of their own thread either way.
 
     Args:
       workers: threads of the pool (default: as above); the pairs do not depend on it.
-      stacked: stack the passes (default: where JAX's backend is not the CPU, whose
-        passes already use every core); the pairs do not depend on it.
+      stacked: stack the passes (default: where JAX's backend is not the CPU); the
+        pairs do not depend on it.
 
     Returns:
       (lower [B], upper [B]) float64.

@@ -1,0 +1,76 @@
+"""The host kernel of the pass over all atoms (``hostpass.host_pass``) against the jitted
+dense pass (``ctransform._dense_pass``, the same arithmetic) and brute force in float64."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxsynth.wasserstein import ctransform
+from jaxsynth.wasserstein.hostpass import host_pass
+
+
+def inputs(d, m, size, scale, seed):
+    """Points in chunks, ``m`` atoms padded to ``size``, centred potentials like transport
+    duals (Lipschitz in the atom, slope ``scale``) plus noise; padding atoms never best."""
+    rng = np.random.default_rng(seed)
+    chunks = ctransform.point_chunks(rng.random((2500, d)) ** 2)
+    atoms = rng.random((size, d))
+    v = -scale * np.abs(atoms - 0.3).max(axis=1) - 0.002 * rng.random(size)
+    v[m:] = -4 * d - 1
+    v -= v[:m].max()
+    return chunks, atoms.astype(np.float32), v.astype(np.float32)
+
+
+def brute_force(chunks, y, v, metric):
+    """Reduced costs [P, S] in float64 of the float32 inputs."""
+    diff = np.abs(chunks.reshape(-1, 1, y.shape[1]).astype(np.float64) - y[None].astype(np.float64))
+    cost = diff.max(-1) if metric == "linf" else np.sqrt((diff**2).sum(-1))
+    return cost - v.astype(np.float64)
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+@pytest.mark.parametrize("d", [1, 2, 3, 7])
+def test_host_pass_is_the_jitted_pass(d, metric):
+    # the same float32 operations in the same order, and the same picks of best atoms:
+    # the ℓ∞ c-transform and best atoms bit for bit; ℓ2 up to the contraction of a
+    # multiply-add that XLA may make (a float32 rounding), the best atoms' reduced costs
+    # alike, and both sets the true best (brute force) up to near-ties
+    for m, size, scale, seed in ((700, 768, 0.2, d), (3000, 3072, 2.0, d + 10)):
+        chunks, y, v = inputs(d, m, size, scale, seed)
+        every = brute_force(chunks, y, v, metric)
+        for k in (0, 1, 4, 8):
+            f_jit, b_jit = jax.device_get(ctransform._dense_pass(metric, k)(
+                jnp.asarray(chunks), jnp.asarray(y), jnp.asarray(v)))
+            f_host, b_host = host_pass(chunks.reshape(-1, d), y, v, metric, k)
+            assert f_host.dtype == np.float32 and b_host.shape == (len(f_jit), k)
+            assert b_host.max(initial=0) < m
+            # the c-transform: float32 rounding of the float64 minimum (4 operations)
+            np.testing.assert_allclose(f_host, every.min(axis=1), rtol=2.0**-21, atol=2.0**-22)
+            if metric == "linf":
+                np.testing.assert_array_equal(f_host, f_jit)
+                np.testing.assert_array_equal(b_host, b_jit)
+            else:
+                np.testing.assert_allclose(f_host, f_jit, rtol=2.0**-22, atol=0)
+            if k:
+                chosen = np.sort(np.take_along_axis(every, b_host, axis=1), axis=1)
+                truth = np.sort(np.partition(every, k - 1, axis=1)[:, :k], axis=1)
+                np.testing.assert_allclose(chosen, truth, rtol=2.0**-14, atol=1e-6)
+                assert all(len(set(row)) == k for row in b_host[:50])  # k distinct atoms
+
+
+def test_reduced_pass_routes_cpu_arrays_to_the_host_kernel(monkeypatch):
+    # reduced_pass sends the dense pass of CPU arrays to the host kernel; the jitted
+    # pass is what an accelerator's arrays get (its route here with on_host off)
+    chunks, y, v = inputs(3, 1000, 1024, 0.5, 4)
+    args = (jnp.asarray(chunks), jnp.asarray(y), jnp.asarray(v), "linf", 4)
+    calls = []
+    monkeypatch.setattr(ctransform, "host_pass",
+                        lambda *a: calls.append(1) or host_pass(*a))
+    host = ctransform.reduced_pass(*args)
+    assert calls and ctransform.on_host(args[0]) and ctransform.on_host(chunks)
+    monkeypatch.setattr(ctransform, "on_host", lambda chunks: False)
+    jitted = ctransform.reduced_pass(*args)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(host[0], jitted[0])
+    np.testing.assert_array_equal(host[1], jitted[1])

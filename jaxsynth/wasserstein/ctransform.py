@@ -175,16 +175,17 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with potentials ``v`` [S], and
     its ``k ≤ GROUP`` atoms of least reduced cost.
 
-    Few atoms (``S < PRUNE_ATOMS``): one dense pass, on the host kernel
-    (``hostpass.host_pass``, the same result) for arrays on the CPU.  Otherwise each box of ``BOX``
+    Arrays on the CPU go to the host kernel (``hostpass.host_pass``: the same result,
+    pruned alike).  Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box of ``BOX``
     consecutive points meets only its candidate groups (``_candidate_groups``, which never
     drops a group that could hold a minimum), boxes of similar candidate counts together:
     the result is the dense pass's, for a fraction of its work.
     """
     size, d = y.shape
+    if on_host(chunks):
+        return host_pass(np.asarray(chunks).reshape(-1, d), y, v, metric, k,
+                         None if size < PRUNE_ATOMS else BOX)
     if size < PRUNE_ATOMS:
-        if on_host(chunks):
-            return host_pass(np.asarray(chunks).reshape(-1, d), y, v, metric, k)
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))
     potentials = np.asarray(v)

@@ -85,47 +85,146 @@ def _pick(keys, count, low, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pass(x, yT, v, linf, k, group_bits, pick_bits):
-    """``host_pass`` on atoms in group-major order: position ``t·G + g`` holds atom
-    ``g·GROUP + t`` (so that the groups' minima are contiguous loops)."""
-    count, size = x.shape[0], len(v)
+def _bit_length(value):
+    """Bits of a positive integer (at least 1)."""
+    bits = 1
+    while value >> bits:
+        bits += 1
+    return bits
+
+
+@numba.njit(cache=True, nogil=True)
+def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
+    """One point's c-transform (returned) and ``best[:k]``: positions (into ``yT``'s atoms,
+    in group-major order: position ``t·G + g`` holds the group ``g``'s ``t``-th atom) as
+    group ``· GROUP +`` rank in the group; ``ctransform.reduced_block``'s picks."""
+    size = yT.shape[1]
     groups = size // GROUP
+    fmin = _float(_reduced_row(x, yT, v, linf, row))
+    if k == 0:
+        return fmin
+    count = min(k, groups)
+    group_low = np.int32((1 << _bit_length(groups - 1)) - 1)
+    pick_low = np.int32((1 << _bit_length(count * GROUP - 1)) - 1)
+    minima[:groups] = row[:groups]
+    for t in range(1, GROUP):
+        for g in range(groups):
+            minima[g] = min(minima[g], row[t * groups + g])
+    for g in range(groups):
+        minima[g] = (minima[g] & ~group_low) | g
+    _pick(minima[:groups], count, group_low, chosen)
+    for p in range(count):
+        for t in range(GROUP):
+            candidates[p * GROUP + t] = ((row[t * groups + chosen[p]] & ~pick_low)
+                                         | (p * GROUP + t))
+    _pick(candidates[:count * GROUP], k, pick_low, picks)
+    for p in range(k):
+        best[p] = chosen[picks[p] // GROUP] * GROUP + picks[p] % GROUP
+    return fmin
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense(x, yT, v, linf, k):
+    """``host_pass`` on atoms in group-major order (``_point``)."""
+    count, size = x.shape[0], len(v)
     fmin = np.empty(count, np.float32)
     best = np.zeros((count, k), np.int32)
-    row = np.empty(size, np.int32)
-    minima = np.empty(groups, np.int32)
+    row, minima = np.empty(size, np.int32), np.empty(size // GROUP, np.int32)
     candidates = np.empty(k * GROUP, np.int32)
     chosen, picks = np.empty(k, np.int32), np.empty(k, np.int32)
-    group_low, pick_low = np.int32((1 << group_bits) - 1), np.int32((1 << pick_bits) - 1)
     for i in range(count):
-        fmin[i] = _float(_reduced_row(x[i], yT, v, linf, row))
-        if k == 0:
-            continue
-        minima[:] = row[:groups]
-        for t in range(1, GROUP):
-            for g in range(groups):
-                minima[g] = min(minima[g], row[t * groups + g])
-        for g in range(groups):
-            minima[g] = (minima[g] & ~group_low) | g
-        _pick(minima, k, group_low, chosen)
-        for p in range(k):
-            for t in range(GROUP):
-                candidates[p * GROUP + t] = (row[t * groups + chosen[p]] & ~pick_low) | (p * GROUP + t)
-        _pick(candidates, k, pick_low, picks)
-        for p in range(k):
-            best[i, p] = chosen[picks[p] // GROUP] * GROUP + picks[p] % GROUP
+        fmin[i] = _point(x[i], yT, v, linf, k, row, minima, candidates, chosen, picks, best[i])
     return fmin, best
 
 
-def host_pass(x, y, v, metric: str, k: int):
+@numba.njit(cache=True, nogil=True)
+def _pruned(x, y, v, linf, k, box, margin):
+    """``host_pass`` by boxes of ``box`` consecutive points, each against the groups of
+    ``GROUP`` consecutive atoms that can hold one of its points' ``GROUP`` best atoms
+    (``ctransform._candidate_groups``'s bounds, in float64, ``margin`` for the float32
+    rounding)."""
+    count, d = x.shape
+    size = len(v)
+    groups = size // GROUP
+    glo, ghi = np.empty((groups, d)), np.empty((groups, d))
+    vmax, vmin = np.empty(groups), np.empty(groups)
+    for g in range(groups):
+        for c in range(d):
+            glo[g, c] = ghi[g, c] = y[g * GROUP, c]
+        vmax[g] = vmin[g] = v[g * GROUP]
+        for t in range(1, GROUP):
+            a = g * GROUP + t
+            for c in range(d):
+                glo[g, c] = min(glo[g, c], y[a, c])
+                ghi[g, c] = max(ghi[g, c], y[a, c])
+            vmax[g], vmin[g] = max(vmax[g], v[a]), min(vmin[g], v[a])
+    fmin = np.empty(count, np.float32)
+    best = np.zeros((count, k), np.int32)
+    atoms_buffer, potentials_buffer = np.empty(d * size, np.float32), np.empty(size, np.float32)
+    row, minima = np.empty(size, np.int32), np.empty(groups, np.int32)
+    candidates = np.empty(k * GROUP, np.int32)
+    chosen, picks = np.empty(k, np.int32), np.empty(k, np.int32)
+    near, kept = np.empty(groups), np.empty(groups, np.int64)
+    lo, hi = np.empty(d), np.empty(d)
+    for start in range(0, count, box):
+        stop = min(count, start + box)
+        for c in range(d):
+            lo[c] = hi[c] = x[start, c]
+        for i in range(start + 1, stop):
+            for c in range(d):
+                lo[c], hi[c] = min(lo[c], x[i, c]), max(hi[c], x[i, c])
+        threshold = np.inf
+        for g in range(groups):
+            gap = far = 0.0
+            for c in range(d):
+                low_gap = max(0.0, max(glo[g, c] - hi[c], lo[c] - ghi[g, c]))
+                high_gap = max(hi[c] - glo[g, c], ghi[g, c] - lo[c])
+                if linf:
+                    gap, far = max(gap, low_gap), max(far, high_gap)
+                else:
+                    gap, far = gap + low_gap * low_gap, far + high_gap * high_gap
+            if not linf:
+                gap, far = np.sqrt(gap), np.sqrt(far)
+            near[g] = gap - vmax[g]
+            threshold = min(threshold, far - vmin[g])
+        width = 0
+        for g in range(groups):
+            if near[g] <= threshold + margin:
+                kept[width] = g
+                width += 1
+        used = width * GROUP  # the kept groups' atoms, group-major (contiguous arrays)
+        yT, vs = atoms_buffer[:d * used].reshape(d, used), potentials_buffer[:used]
+        for t in range(GROUP):
+            for w in range(width):
+                a = kept[w] * GROUP + t
+                for c in range(d):
+                    yT[c, t * width + w] = y[a, c]
+                vs[t * width + w] = v[a]
+        for i in range(start, stop):
+            fmin[i] = _point(x[i], yT, vs, linf, k, row, minima, candidates, chosen, picks,
+                             best[i])
+            for p in range(k):
+                best[i, p] = kept[best[i, p] // GROUP] * GROUP + best[i, p] % GROUP
+    return fmin, best
+
+
+def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     """``(fmin [P], best [P, k])``: the c-transform ``min_j c(x_i, y_j) − v_j`` of the points
     ``x`` [P, d] over the atoms ``y`` [S, d] (``S`` a multiple of ``GROUP``) with centred
     potentials ``v ≤ 0`` [S] (float32), and each point's ``k ≤ GROUP`` atoms of least
-    reduced cost; ``ctransform.reduced_block``'s result."""
+    reduced cost: ``ctransform.reduced_block``'s result.
+
+    ``box``: points and atoms in Morton order, each box of ``box`` consecutive points
+    meets only the atom groups that can hold its points' best atoms (the pruned pass,
+    ``ctransform.reduced_pass``): the same c-transform, best atoms up to near-ties."""
     x = np.ascontiguousarray(x, np.float32)
-    y, v = np.asarray(y, np.float32), np.asarray(v, np.float32)
+    y, v = np.ascontiguousarray(y, np.float32), np.ascontiguousarray(v, np.float32)
+    if box is not None:
+        d = x.shape[1]
+        diam = 1.0 if metric == "linf" else np.sqrt(d)
+        margin = 2 * (d + 4) * 2.0**-24 * (diam + float(np.abs(v).max()))
+        return _pruned(x, y, v, metric == "linf", k, box, margin)
     groups = len(v) // GROUP
     order = np.arange(len(v)).reshape(groups, GROUP).T.ravel()
-    return _pass(x, np.ascontiguousarray(y[order].T), np.ascontiguousarray(v[order]),
-                 metric == "linf", k, max(1, (groups - 1).bit_length()),
-                 max(1, (k * GROUP - 1).bit_length()))
+    return _dense(x, np.ascontiguousarray(y[order].T), np.ascontiguousarray(v[order]),
+                  metric == "linf", k)

@@ -7,15 +7,19 @@ import numpy as np
 import pytest
 
 from jaxsynth.wasserstein import ctransform
+from jaxsynth.wasserstein.exact import levels
 from jaxsynth.wasserstein.hostpass import host_pass
 
 
-def inputs(d, m, size, scale, seed):
+def inputs(d, m, size, scale, seed, n=2500):
     """Points in chunks, ``m`` atoms padded to ``size``, centred potentials like transport
-    duals (Lipschitz in the atom, slope ``scale``) plus noise; padding atoms never best."""
+    duals (Lipschitz in the atom, slope ``scale``) plus noise; padding atoms never best.
+    Points (uneven density) and atoms in Morton order, as the pruned pass needs them."""
     rng = np.random.default_rng(seed)
-    chunks = ctransform.point_chunks(rng.random((2500, d)) ** 2)
+    X = rng.random((n, d)) ** 2
+    chunks = ctransform.point_chunks(X[levels._morton_order(X)])
     atoms = rng.random((size, d))
+    atoms[:m] = atoms[levels._morton_order(atoms[:m])]
     v = -scale * np.abs(atoms - 0.3).max(axis=1) - 0.002 * rng.random(size)
     v[m:] = -4 * d - 1
     v -= v[:m].max()
@@ -74,3 +78,28 @@ def test_reduced_pass_routes_cpu_arrays_to_the_host_kernel(monkeypatch):
     assert len(calls) == 1
     np.testing.assert_array_equal(host[0], jitted[0])
     np.testing.assert_array_equal(host[1], jitted[1])
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+@pytest.mark.parametrize("d", [2, 3])
+def test_pruned_host_pass_is_the_dense_pass(d, metric):
+    # boxes of consecutive points against the atom groups that can hold their best atoms:
+    # the dense pass's c-transform bit for bit and best atoms of the same reduced costs
+    # (the true best, brute force), also under steep potentials (far atoms win); the
+    # bounds must prune, else this proves nothing
+    for scale, seed in ((0.2, d), (2.0, d + 10)):
+        chunks, y, v = inputs(d, 3000, 3072, scale, seed, n=5000)
+        every = brute_force(chunks, y, v, metric)
+        for k in (0, 4, 8):
+            f_dense, b_dense = host_pass(chunks.reshape(-1, d), y, v, metric, k)
+            f_pruned, b_pruned = host_pass(chunks.reshape(-1, d), y, v, metric, k,
+                                           box=ctransform.BOX)
+            np.testing.assert_array_equal(f_pruned, f_dense)
+            if k:
+                assert b_pruned.max() < 3000
+                chosen = np.sort(np.take_along_axis(every, b_pruned, axis=1), axis=1)
+                truth = np.sort(np.partition(every, k - 1, axis=1)[:, :k], axis=1)
+                np.testing.assert_allclose(chosen, truth, rtol=2.0**-14, atol=1e-6)
+    keep = np.asarray(ctransform._candidate_groups(metric)(
+        jnp.asarray(chunks), jnp.asarray(y), jnp.asarray(v), 0.0))
+    assert keep.mean() < 0.8

@@ -20,6 +20,7 @@ from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein.exact import levels, passes, simplex
 from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
+from jaxsynth.wasserstein.exact.certificate import coupling_upper
 
 TOL = 1e-12  # POT's float64 round-off on values of order 1e-2
 
@@ -416,3 +417,37 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
             low, up = exact_w1.w1_exact_replicate(data, p, w, metric)
         assert low <= value + TOL and value <= up + TOL
     assert refined == []
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_a_block_plans_costs_are_its_coupling_of_points(metric):
+    # coupling_upper and the plan-adapted level's mean arc costs against the coupling of
+    # points built densely (each point of a block sends its mass as the block does) and
+    # priced on POT's cost matrix; on Morton blocks and on blocks of scattered ranks
+    rng = np.random.default_rng(7)
+    X = rng.random((700, 3))
+    data = prepare_exact(X, clusters=40)
+    atoms = rng.random((30, 3)).astype(np.float32).astype(np.float64)
+    cost = ot.dist(X, atoms, metric="chebyshev" if metric == "linf" else "euclidean")
+    blocks = data.levels[0]
+    ranks = rng.permutation(data.n)                 # blocks of the adapted kind: any ranks
+    scattered = levels.Level(blocks.starts, blocks.centroids, blocks.masses, blocks.chunks,
+                             ranks)
+    for level in (blocks, scattered):
+        rows = np.repeat(np.arange(level.size), 3)
+        cols = rng.integers(0, 30, len(rows))
+        mass = rng.random(len(rows))
+        mass *= np.repeat(level.masses / np.add.reduceat(mass, np.arange(0, len(rows), 3)), 3)
+        coupling = np.zeros((data.n, 30))
+        position = np.arange(data.n) if level.ranks is None else level.ranks
+        for r, c, w in zip(rows, cols, mass):
+            points = data.order[position[level.starts[r]:level.starts[r + 1]]]
+            coupling[points, c] += w / len(points)
+        weights = coupling.sum(axis=0)
+        upper = coupling_upper(data, level, atoms, weights, (rows, cols, mass), metric)
+        exact = float((coupling * cost).sum())
+        assert exact <= upper <= exact * (1 + 1e-12)
+        means = levels._mean_costs(data, level, rows, cols, atoms, metric)
+        for r, c, value in zip(rows[:40], cols[:40], means[:40]):
+            points = data.order[position[level.starts[r]:level.starts[r + 1]]]
+            np.testing.assert_allclose(value, cost[points, c].mean(), rtol=1e-13)

@@ -18,7 +18,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import point_chunks
-from jaxsynth.wasserstein.exact.certificate import _point_shares, pair_cost
+from jaxsynth.wasserstein.exact.certificate import arc_cost_sums
 
 __all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "prepare_exact"]
 
@@ -168,10 +168,19 @@ def _adapted_level(data: ExactData, coarse: Level, plan, m: int):
 def _mean_costs(data: ExactData, level: Level, rows, cols, atoms, metric):
     """Arc costs of blocks ``rows`` to atoms ``cols``: the mean cost of the blocks' points
     (float64), so a block plan's cost is that of the coupling of points it stands for."""
-    ranks, atom, _ = _point_shares(level, (rows, cols, np.ones(len(rows))))
+    return arc_cost_sums(data, level, rows, cols, atoms, metric) / np.diff(level.starts)[rows]
+
+
+def _point_shares(level: Level, plan):
+    """A block plan as the coupling of points it stands for (each point of a block sends
+    its mass as the block does): (Morton ranks, atoms, masses), one entry per point-arc."""
+    rows, cols, mass = plan
     sizes = np.diff(level.starts)[rows]
-    costs = pair_cost(data.X[data.order[ranks]], atoms[atom], metric)
-    return np.add.reduceat(costs, np.cumsum(sizes) - sizes) / sizes
+    ranks = np.repeat(level.starts[rows] - np.cumsum(sizes) + sizes, sizes) + np.arange(
+        sizes.sum())
+    if level.ranks is not None:
+        ranks = level.ranks[ranks]
+    return ranks, np.repeat(cols, sizes), np.repeat(mass / sizes, sizes)
 
 
 def _pushed(coarse: Level, level: Level, plan, m: int):

@@ -16,8 +16,8 @@ pair contains POT's value, and the per-phase seconds of one replicate run alone
 points' c-transform, the couplings' costs, the rest).  Data sets: the spiral (d = 2) and
 a mixture of four Gaussian blobs in [0,1]^3.  Then ``js.simulate``'s replicates per
 second with its default W1 method on one cell (spiral, PMM, n = 3·10^4, 64 seeds), and
-the thread pool's scaling (1, 2 and the default number of threads on one batch, and the
-passes stacked on one device thread or not).
+the thread pool's scaling (1, 2 and the default number of threads on one batch, and, on
+an accelerator, the passes stacked on one device thread or not).
 ``--million``: one PrivTree replicate on
 10^6 uniform points of [0,1]^3 (exact only; time per phase and peak memory).
 
@@ -116,21 +116,23 @@ def workload(data_name, X, mech_name, mech, batch, n_pot, rng) -> dict:
 
 def thread_scaling(batch: int) -> str:
     """Seconds per replicate of ``w1_exact`` on one batch (spiral, PMM, n = 3·10^4) with a
-    pool of 1, 2 and the default number of threads, and with the default threads and the
-    passes stacked and not (``w1_exact(stacked=...)``)."""
+    pool of 1, 2 and the default number of threads, and, where JAX's backend is an
+    accelerator, with the default threads and the passes stacked and not
+    (``w1_exact(stacked=...)``; on the CPU every pass runs on the host kernel)."""
     X = js.datasets.load("spiral", n=30000, key=0)
     out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=batch)
     points = np.asarray(out.points).reshape(batch, -1, 2)
     weights = np.asarray(out.weights, np.float64).reshape(batch, -1)
     data = prepare_exact(X)
-    for stacked in (False, True):  # compile
+    choices = (False, True) if jax.default_backend() != "cpu" else ()
+    for stacked in choices or (False,):  # compile
         w1_exact(data, points, weights, stacked=stacked)
     seconds, passes = {}, {}
     for workers in (1, 2, None):
         start = time.perf_counter()
         w1_exact(data, points, weights, workers=workers)
         seconds[workers] = (time.perf_counter() - start) / batch
-    for stacked in (False, True):
+    for stacked in choices:
         start = time.perf_counter()
         w1_exact(data, points, weights, stacked=stacked)
         passes[stacked] = (time.perf_counter() - start) / batch
@@ -138,23 +140,26 @@ def thread_scaling(batch: int) -> str:
 
 
 def scaling_note(seconds: dict, passes: dict) -> str:
-    """The thread pool's note from its seconds per replicate by thread count and with the
-    passes stacked or not."""
+    """The thread pool's note from its seconds per replicate by thread count and, if
+    measured, with the passes stacked or not."""
     efficiency = seconds[1] / seconds[2] / 2
     cores = os.cpu_count() or 1
+    stacking = (f"default threads with the passes stacked {passes[True]:.3f}, unstacked "
+                f"{passes[False]:.3f} (unstacked over stacked: "
+                f"{passes[False] / passes[True]:.2f})" if passes else
+                "the passes on the host kernel of each replicate's thread (stacking applies "
+                "to an accelerator's arrays)")
     return (f"thread pool ({cores} cores, JAX on {jax.default_backend()}), spiral PMM "
             "n = 30000, seconds per replicate: "
             + ", ".join(f"{'default' if k is None else k} thread(s) {v:.3f}"
                         for k, v in seconds.items())
             + f" (2 threads over 1: {seconds[1] / seconds[2]:.2f}, a parallel efficiency of "
-            f"{efficiency:.2f}; default over 1: {seconds[1] / seconds[None]:.2f}); default "
-            f"threads with the passes stacked {passes[True]:.3f}, unstacked "
-            f"{passes[False]:.3f} (unstacked over stacked: {passes[False] / passes[True]:.2f}).  "
-            "Replicates share nothing but the prepared data, and a replicate's LPs (the "
-            "network simplex, compiled to run without the GIL) and passes run on its own "
-            "thread, so a 16-core host (the pool's default, "
-            f"{solver.THREADS_PER_CORE} threads per core) would have at most about "
-            f"{16 * efficiency:.0f} times the one-thread throughput, about "
+            f"{efficiency:.2f}; default over 1: {seconds[1] / seconds[None]:.2f}); "
+            f"{stacking}.  Replicates share nothing but the prepared data, and a replicate's "
+            "LPs (the network simplex) and passes (on the CPU, the host kernel), both "
+            "compiled to run without the GIL, run on its own thread, so a 16-core host "
+            f"(the pool's default, {solver.THREADS_PER_CORE} threads per core) would have "
+            f"at most about {16 * efficiency:.0f} times the one-thread throughput, about "
             f"{seconds[1] / (16 * efficiency):.3f} s per replicate, at this machine's "
             "efficiency: an upper estimate, as the NumPy glue between LPs holds the GIL "
             "(its share grows with the threads) and the passes share memory bandwidth.")

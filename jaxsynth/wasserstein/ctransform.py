@@ -172,12 +172,12 @@ def _pruned_pass(metric: str, k: int):
 
 def reduced_pass(chunks, y, v, metric: str, k: int):
     """Host ``(fmin [C·CHUNK], best [C·CHUNK, k])``: the c-transform of every point of
-    ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with potentials ``v`` [S], and
-    its ``k ≤ GROUP`` atoms of least reduced cost.
+    ``chunks`` [C, CHUNK, d] over the atoms ``y`` [S, d] with centred potentials
+    ``v ≤ 0`` [S], and its ``k ≤ GROUP`` atoms of least reduced cost.
 
     Arrays on the CPU go to the host kernel (``hostpass.host_pass``: the same result,
-    pruned alike).  Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box of ``BOX``
-    consecutive points meets only its candidate groups (``_candidate_groups``, which never
+    pruned alike).  Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box
+    of ``BOX`` consecutive points meets only its candidate groups (``_candidate_groups``, which never
     drops a group that could hold a minimum), boxes of similar candidate counts together:
     the result is the dense pass's, for a fraction of its work.
     """

@@ -1,9 +1,10 @@
-"""The dense pass over all atoms on the host CPU: ``ctransform``'s arithmetic in SIMD loops.
+"""The pass over all atoms on the host CPU: ``ctransform``'s arithmetic in SIMD loops.
 
-On the CPU, XLA runs ``ctransform``'s dense pass (a ``[CHUNK, M]`` block of reduced
-costs, then minima) several times slower than a loop over the atoms that the compiler
-vectorises; ``reduced_pass`` sends the dense passes of CPU arrays here (numba, compiled
-without the GIL, so the thread pool of ``exact.w1_exact`` runs them in parallel).
+On the CPU, XLA runs ``ctransform``'s passes (blocks of reduced costs, then minima)
+several times slower than loops over the atoms that the compiler vectorises;
+``reduced_pass`` sends every pass of CPU arrays here, dense or pruned by boxes of points
+(numba, compiled without the GIL, so the thread pool of ``exact.w1_exact`` runs them in
+parallel).
 
 The result is the jitted pass's, ``ctransform.reduced_block``: the same float32
 operations in the same order (``|x − y|`` per coordinate, their maximum or the sum of
@@ -219,6 +220,8 @@ def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     ``ctransform.reduced_pass``): the same c-transform, best atoms up to near-ties."""
     x = np.ascontiguousarray(x, np.float32)
     y, v = np.ascontiguousarray(y, np.float32), np.ascontiguousarray(v, np.float32)
+    if not v.max(initial=0.0) <= 0.0:
+        raise ValueError("v must be centred potentials (every v_j <= 0, no NaN)")
     if box is not None:
         d = x.shape[1]
         diam = 1.0 if metric == "linf" else np.sqrt(d)

@@ -103,3 +103,13 @@ def test_pruned_host_pass_is_the_dense_pass(d, metric):
     keep = np.asarray(ctransform._candidate_groups(metric)(
         jnp.asarray(chunks), jnp.asarray(y), jnp.asarray(v), 0.0))
     assert keep.mean() < 0.8
+
+
+def test_host_pass_refuses_potentials_that_are_not_centred():
+    # the bit-pattern minima need nonnegative reduced costs: v ≤ 0, no NaN
+    chunks, y, v = inputs(2, 200, 256, 0.5, 1)
+    for bad in (0.1, np.nan):
+        w = v.copy()
+        w[3] = bad
+        with pytest.raises(ValueError, match="v must be centred"):
+            host_pass(chunks.reshape(-1, 2), y, w, "linf", 4)

@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.frontier import capacity_bucket
-from jaxsynth.wasserstein.hostpass import GROUP, host_pass
+from jaxsynth.wasserstein.hostpass import GROUP, host_pass, pruning_margin
 
 __all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "on_host", "point_chunks", "reduced_block",
            "reduced_pass"]
@@ -177,9 +177,9 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
 
     Arrays on the CPU go to the host kernel (``hostpass.host_pass``: the same result,
     pruned alike).  Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box
-    of ``BOX`` consecutive points meets only its candidate groups (``_candidate_groups``, which never
-    drops a group that could hold a minimum), boxes of similar candidate counts together:
-    the result is the dense pass's, for a fraction of its work.
+    of ``BOX`` consecutive points meets only its candidate groups (``_candidate_groups``,
+    which never drops a group that could hold a minimum), boxes of similar candidate
+    counts together: the result is the dense pass's, for a fraction of its work.
     """
     size, d = y.shape
     if on_host(chunks):
@@ -188,10 +188,9 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     if size < PRUNE_ATOMS:
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))
-    potentials = np.asarray(v)
-    lowest = float(potentials.min())
-    margin = 2 * (d + 4) * 2.0**-24 * (diam + max(abs(lowest), float(potentials.max())))
-    keep = np.asarray(_candidate_groups(metric)(chunks, y, v, np.float32(margin)))
+    lowest = float(np.asarray(v).min())
+    keep = np.asarray(_candidate_groups(metric)(chunks, y, v,
+                                                np.float32(pruning_margin(v, d, metric))))
     boxes, groups = keep.shape
     counts = keep.sum(axis=1)
     # widths: powers of two, at least MIN_WIDTH groups, all groups past half of them
@@ -220,7 +219,7 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
 
 
 def on_host(chunks) -> bool:
-    """Whether the dense pass of ``chunks`` runs on the host kernel: arrays on the CPU."""
+    """Whether the passes of ``chunks`` run on the host kernel: arrays on the CPU."""
     return isinstance(chunks, np.ndarray) or all(
         device.platform == "cpu" for device in chunks.devices())
 

@@ -22,7 +22,9 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["host_pass"]
+from jaxsynth.core import partition
+
+__all__ = ["host_pass", "pruning_margin"]
 
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
@@ -209,6 +211,13 @@ def _pruned(x, y, v, linf, k, box, margin):
     return fmin, best
 
 
+def pruning_margin(v, d: int, metric: str) -> float:
+    """What the pruned passes add to a box's bound before they drop an atom group: twice
+    the float32 rounding of a reduced cost under the potentials ``v``."""
+    diam = float(partition.diameter(0, d, metric))
+    return 2 * (d + 4) * 2.0**-24 * (diam + float(np.abs(np.asarray(v)).max()))
+
+
 def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     """``(fmin [P], best [P, k])``: the c-transform ``min_j c(x_i, y_j) − v_j`` of the points
     ``x`` [P, d] over the atoms ``y`` [S, d] (``S`` a multiple of ``GROUP``) with centred
@@ -223,10 +232,8 @@ def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     if not v.max(initial=0.0) <= 0.0:
         raise ValueError("v must be centred potentials (every v_j <= 0, no NaN)")
     if box is not None:
-        d = x.shape[1]
-        diam = 1.0 if metric == "linf" else np.sqrt(d)
-        margin = 2 * (d + 4) * 2.0**-24 * (diam + float(np.abs(v).max()))
-        return _pruned(x, y, v, metric == "linf", k, box, margin)
+        return _pruned(x, y, v, metric == "linf", k, box,
+                       pruning_margin(v, x.shape[1], metric))
     groups = len(v) // GROUP
     order = np.arange(len(v)).reshape(groups, GROUP).T.ravel()
     return _dense(x, np.ascontiguousarray(y[order].T), np.ascontiguousarray(v[order]),

@@ -22,12 +22,13 @@ import pytest
 
 import jaxsynth as js
 from jaxsynth.experiments.store import KEY_COLUMNS, read_table
-from jaxsynth.experiments.sweep import simulate
+from jaxsynth.experiments.sweep import CHUNK_REPLICATES, simulate
 
 PROMPT_S = 5.0
 """Longest wait from SIGINT to exit (a loaded CI machine; the exit itself is immediate)."""
-SWEEP = ["simulate", "--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300",
-         "--depth", "4", "--eps", "1", "--data-key", "3", "--seeds", "8", "--quiet"]
+CELLS = ["simulate", "--mechanism", "pmm,pruned-pmm", "--data", "spiral", "--n", "300",
+         "--depth", "4", "--eps", "1", "--data-key", "3", "--quiet"]
+SWEEP = [*CELLS, "--seeds", "8"]
 RESUME = "jaxsynth: interrupted; rerun the same command to resume"
 
 
@@ -61,13 +62,13 @@ def _after(seconds: float):
     return lambda: time.monotonic() - start >= seconds
 
 
-def _resume_and_check(args, env, cwd, csv):
-    """Rerun the interrupted sweep: it ends with one row per replicate."""
+def _resume_and_check(args, env, cwd, csv, rows=16):
+    """Rerun the interrupted sweep: it ends with one row per replicate (``rows``)."""
     proc = subprocess.run([sys.executable, "-m", "jaxsynth", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = pd.read_csv(csv, dtype={"key": str})
-    assert len(table) == 16 and not table.duplicated(list(KEY_COLUMNS)).any()
+    assert len(table) == rows and not table.duplicated(list(KEY_COLUMNS)).any()
     return table
 
 
@@ -108,17 +109,21 @@ def test_interrupt_during_compilation_then_resume(tmp_path, cli_env):
 
 @pytest.mark.slow
 def test_interrupt_mid_sweep_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
+    """The store is written every ``CHUNK_REPLICATES`` seeds of a mechanism: 300 seeds of
+    two mechanisms are four writes (256, 44, 256, 44 rows), and SIGINT follows the first,
+    with three writes' work (several hundred exact W1s) still to do."""
     csv = tmp_path / "sweep.csv"
     env = _env(cli_env, tmp_path / "cache")
-    # 0.08 MiB holds one replicate per chunk: the store grows a row at a time
-    args = [*SWEEP, "--memory-mb", "0.08", "--out", str(csv)]
+    seeds = 300
+    assert CHUNK_REPLICATES < seeds < 2 * CHUNK_REPLICATES
+    args = [*CELLS, "--seeds", str(seeds), "--out", str(csv)]
     outcome = _interrupt(args, env, tmp_path,
                          lambda: csv.exists() and csv.read_text().count("\n") >= 3)
     _assert_interrupted(*outcome, RESUME, tmp_path)
-    assert 0 < len(pd.read_csv(csv)) < 16  # interrupted mid-sweep
-    resumed = _resume_and_check(args, env, tmp_path, csv)
+    assert 0 < len(pd.read_csv(csv)) < 2 * seeds  # interrupted mid-sweep
+    resumed = _resume_and_check(args, env, tmp_path, csv, rows=2 * seeds)
     ref = simulate([js.PMM(depth=4), js.PrunedPMM(depth=4)], "spiral", n=[300], eps=[1.0],
-                   seeds=8, progress=False, data_key=3, memory_bytes=80_000)
+                   seeds=seeds, progress=False, data_key=3)
     timing = ["seconds", "release_seconds", "measure_seconds"]
     pd.testing.assert_frame_equal(resumed.drop(columns=timing), ref.drop(columns=timing),
                                   check_dtype=False)

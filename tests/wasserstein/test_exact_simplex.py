@@ -231,3 +231,29 @@ def test_refine_that_does_not_fit():
     empty = groups.copy()
     empty[1] = 0
     assert simplex.refine(basis, empty, a, x, y, v, "l2") is None
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_many_leaf_rows(restart):
+    """A points-like LP: 3000 rows of equal mass, 40 columns of unequal mass, costs the
+    distances of random points to random atoms.  Nearly every row of a basis is a leaf,
+    so most pivots move leaf rows in and out of the core, over several of its rebuilds
+    (more than ``CORE_REBUILD`` pivots); restarted, from the optimum of fewer arcs."""
+    rng = np.random.default_rng(12)
+    q, m = 3000, 40
+    x, y = rng.random((q, 2)), rng.random((m, 2))
+    a, b = np.full(q, 1.0 / q), rng.random(m) + 0.2
+    b /= b.sum()
+    cost = np.linalg.norm(x[:, None] - y[None], axis=-1)
+    keep = rng.random((q, m)) < 0.25
+    keep[_northwest_arcs(a, b)] = True
+    start = None
+    if restart:
+        fewer = keep & (rng.random((q, m)) < 0.5)
+        fewer[_northwest_arcs(a, b)] = True
+        rows, cols = np.nonzero(fewer)
+        start = simplex.solve(a, b, rows, cols, cost[rows, cols])[5]
+    rows, cols = np.nonzero(keep)
+    result = simplex.solve(a, b, rows, cols, cost[rows, cols], start=start)
+    assert result[6] > simplex.CORE_REBUILD
+    check(a, b, rows, cols, cost[rows, cols], result)

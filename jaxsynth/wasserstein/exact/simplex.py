@@ -11,11 +11,20 @@ scanned cyclically, the most negative reduced cost of a block enters), a strongl
 feasible tree (the leaving arc is the last blocking one met from the apex of the cycle;
 no cycling on the many degenerate pivots of transport problems) kept as parent / thread
 (preorder) / subtree size / last successor arrays, so that a pivot costs O(cycle + the
-smaller side of the tree, whose potentials shift).  The start differs: an artificial
-root with big-M arcs as LEMON's, but each row hung at once on its arc of least
-``c − guide`` (optional column duals, e.g. a coarser LP's), the columns' excesses and
-shortages on their arcs to and from the root; or a given tree: a round's last one, or a
-coarser LP's refined to finer rows (``refine``).  Arcs are uncapacitated, rows are
+smaller side of the tree, whose potentials shift).  Unlike LEMON's, those arrays hold the
+tree's *core*, without its leaf rows: a basis has ``rows + columns − 1`` arcs, so when rows
+(points) far outnumber columns (atoms) nearly every row is a leaf, hundreds of them under
+a heavy atom, and shifting their potentials was most of a pivot.  A row's potential is
+its parent's minus the cost of its tree arc, read so when pricing; a leaf row whose tree
+arc leaves moves to the entering arc's column without touching the thread, one that a
+pivot makes internal enters the core, and rows that became leaves leave it at a rebuild
+every ``CORE_REBUILD`` pivots or more.  Arcs are priced in a scattered order fixed by
+their number (in key order, block search scans one region of rows at a time: slower).
+
+The start differs too: an artificial root with big-M arcs as LEMON's, but each row hung
+at once on its arc of least ``c − guide`` (optional column duals, e.g. a coarser LP's),
+the columns' excesses and shortages on their arcs to and from the root; or a given tree:
+a round's last one, or a coarser LP's refined to finer rows (``refine``).  Arcs are uncapacitated, rows are
 sources: the arc above a row points to its parent, the one above a column away from
 it, but for a column's arc to the root; a tree arc's flow is kept on its lower node.
 
@@ -43,6 +52,10 @@ ZERO = 1e-15
 """Flows up to this are zero to the pivots (round-off of masses that sum to 1)."""
 FLOW_TOL = 1e-12
 """Largest flow left on an artificial arc (the masses' round-off) at an optimum."""
+CORE_REBUILD = 1024
+"""Pivots between two rebuilds of the core (rows that became leaves leave it): at least
+this many, and at least a 32nd of the nodes, so that a rebuild costs a few node visits a
+pivot."""
 
 
 class Basis(NamedTuple):
@@ -245,14 +258,24 @@ def solve(a, b, rows, cols, costs, start: Basis | None = None, guide=None,
         tree = (np.empty(q + m + 1, np.int32), np.empty(q + m + 1, np.int32), np.empty(q + m + 1))
     parent, pred, flow = tree
     guide = np.zeros(m) if guide is None else np.asarray(guide, np.float64)
-    status, pivots, pi = _simplex(q, a, b, rows.astype(np.int32), (cols + q).astype(np.int32),
-                                  costs, guide, parent, pred, flow, cold, tol, max_iter)
+    # priced in a scattered order (fixed by the arc count): in key order, block search
+    # scans one region of rows at a time and pivots slower
+    order = np.random.default_rng(len(keys)).permutation(len(keys))
+    nodes = pred[:-1]  # a view: the arcs above the nodes, by index into ``order``
+    if not cold:
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        nodes[nodes >= 0] = rank[nodes[nodes >= 0]]
+    status, pivots, pi = _simplex(q, a, b, rows[order].astype(np.int32),
+                                  (cols[order] + q).astype(np.int32), costs[order], guide,
+                                  parent, pred, flow, cold, tol, max_iter)
     if status == 1:
         raise RuntimeError(f"network simplex: no optimum within {max_iter} pivots")
     if status == 2:
         raise RuntimeError("network simplex: the arcs admit no coupling of the masses")
-    parent, pred, flow = parent[:-1], pred[:-1], flow[:-1]
+    parent, pred, flow = parent[:-1], nodes, flow[:-1]
     real = pred < len(keys)
+    pred[real] = order[pred[real]]
     arcs = np.sort(pred[real & (flow > 0)])
     arc_flow = np.zeros(len(keys))
     arc_flow[pred[real]] = flow[real]
@@ -287,21 +310,28 @@ def _restart(a, b, keys, start: Basis):
 
 
 @numba.njit(cache=True, nogil=True)
-def _thread(parent, thread, rev, succ, last):
+def _thread(parent, thread, rev, succ, last, q, compact):
     """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
-    successors of the tree ``parent`` (children in node order)."""
+    successors of the tree ``parent`` (children in node order); with ``compact``, of its
+    core: the tree without its leaf rows, which get ``succ`` 0.  Returns the core's size
+    (0: not a tree)."""
     n = len(parent)
     root = n - 1
+    children = np.zeros(n, np.int32)
+    for u in range(root):
+        children[parent[u]] += 1
     first = np.zeros(n + 1, np.int32)
     for u in range(root):
-        first[parent[u] + 1] += 1
+        if not compact or u >= q or children[u] > 0:
+            first[parent[u] + 1] += 1
     for u in range(n):
         first[u + 1] += first[u]
     fill = first[:-1].copy()
     child = np.empty(max(n - 1, 1), np.int32)
     for u in range(root):
-        child[fill[parent[u]]] = u
-        fill[parent[u]] += 1
+        if not compact or u >= q or children[u] > 0:
+            child[fill[parent[u]]] = u
+            fill[parent[u]] += 1
     order = np.empty(n, np.int32)
     stack = np.empty(n, np.int32)
     stack[0] = root
@@ -314,19 +344,23 @@ def _thread(parent, thread, rev, succ, last):
         for i in range(first[u + 1] - 1, first[u] - 1, -1):
             stack[top] = child[i]
             top += 1
-    if k != n:
-        return False  # not a tree: a cycle misses the root
-    for i in range(n):
-        thread[order[i]] = order[(i + 1) % n]
-        rev[order[(i + 1) % n]] = order[i]
-    succ[:] = 1
-    for i in range(n - 1, 0, -1):
+    if k != first[n] + 1:
+        return 0  # not a tree: a cycle misses the root
+    for i in range(k):
+        thread[order[i]] = order[(i + 1) % k]
+        rev[order[(i + 1) % k]] = order[i]
+    succ[:] = 0
+    for i in range(k):
+        succ[order[i]] = 1
+    for i in range(k - 1, 0, -1):
         succ[parent[order[i]]] += succ[order[i]]
     position = np.empty(n, np.int32)
-    position[order] = np.arange(n, dtype=np.int32)
-    for u in range(n):
+    for i in range(k):
+        position[order[i]] = i
+    for i in range(k):
+        u = order[i]
         last[u] = order[position[u] + succ[u] - 1]
-    return True
+    return k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -347,14 +381,17 @@ def _potentials(q, parent, pred, cost, thread, pi, art):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last, pi, dirty):
-    """Enter arc ``e_in``: augment around its cycle, swap the leaving arc out of the tree
-    (LEMON's update of the thread, subtree sizes and last successors), shift the
-    potentials of the moved subtree.  Returns False if the cycle is unbounded."""
+def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last, pi,
+           dirty, n_core, rowc):
+    """Enter arc ``e_in`` (reduced cost ``r_in``): augment around its cycle, swap the
+    leaving arc out of the tree (LEMON's update of the thread, subtree sizes and last
+    successors of the core), shift the potentials of the moved subtree.  Rows' entries
+    of ``pi`` are not read: a row's potential is its parent's minus ``rowc``, its tree
+    arc's cost.  Returns the core's size, or 0 if the cycle is unbounded."""
     n_up = len(cost) - len(parent) + 1
     s, t = src[e_in], tgt[e_in]
     u, v = s, t
-    while u != v:  # the apex (join) of the cycle
+    while u != v:  # the apex (join) of the cycle (a leaf row, succ 0, climbs first)
         if succ[u] < succ[v]:
             u = parent[u]
         else:
@@ -374,7 +411,7 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
             delta = flow[u]
         u = parent[u]
     if delta == np.inf:
-        return False
+        return 0
     blocking = delta + ZERO
     u_out, side = -1, 2
     u = t
@@ -400,12 +437,22 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
             flow[u] += delta if u < q or pred[u] >= n_up else -delta
             u = parent[u]
     u_in, v_in = (s, t) if side == 1 else (t, s)
+    sigma = -r_in if u_in < q else r_in  # shifts u_in's side to zero e_in's reduced cost
+    if succ[s] == 0:  # a leaf row outside the core
+        if u_out == s:  # moves to t: its potential follows t's, no thread to update
+            parent[s], pred[s], flow[s] = t, e_in, delta
+            rowc[s] = cost[e_in]
+            return n_core
+        _enter_core(s, parent, thread, rev, succ, last)
+        n_core += 1
 
     old_rev, old_succ, old_last = rev[u_out], succ[u_out], last[u_out]
     v_out = parent[u_out]
     if u_in == u_out:
         parent[u_in] = v_in
         pred[u_in] = e_in
+        if u_in < q:
+            rowc[u_in] = cost[e_in]
         flow[u_in] = delta
         if thread[v_in] != u_out:  # move the subtree's thread segment after v_in
             after = thread[old_last]
@@ -451,11 +498,15 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
         while u != u_in:
             p = parent[u]
             pred[u], flow[u] = pred[p], flow[p]
+            if u < q:
+                rowc[u] = cost[pred[u]]
             sizes += succ[u] - succ[p]
             succ[u] = sizes
             last[p] = stem_last
             u = p
         pred[u_in] = e_in
+        if u_in < q:
+            rowc[u_in] = cost[e_in]
         flow[u_in] = delta
         succ[u_in] = old_succ
 
@@ -484,9 +535,8 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
         succ[u] -= old_succ
         u = parent[u]
 
-    sigma = pi[v_in] - pi[u_in] - (cost[e_in] if u_in < q else -cost[e_in])
     end = thread[last[u_in]]
-    if 2 * succ[u_in] <= len(parent):
+    if 2 * succ[u_in] <= n_core:
         u = u_in
         while u != end:
             pi[u] += sigma
@@ -496,7 +546,25 @@ def _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
         while u != u_in:
             pi[u] -= sigma
             u = thread[u]
-    return True
+    return n_core
+
+
+@numba.njit(cache=True, nogil=True)
+def _enter_core(s, parent, thread, rev, succ, last):
+    """Put the leaf row ``s`` into the core, as its parent's first child."""
+    c = parent[s]
+    after = thread[c]
+    thread[c], rev[s], thread[s], rev[after] = s, c, after, s
+    succ[s], last[s] = 1, s
+    if last[c] == c:
+        u = c
+        while u != -1 and last[u] == c:
+            last[u] = s
+            u = parent[u]
+    u = c
+    while u != -1:
+        succ[u] += 1
+        u = parent[u]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -560,17 +628,23 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
     rev, succ, last = np.empty_like(thread), np.empty_like(thread), np.empty_like(thread)
     dirty = np.empty(n, np.int32)
     pi = np.empty(n)
-    if not _thread(parent, thread, rev, succ, last):
+    n_core = _thread(parent, thread, rev, succ, last, q, True)
+    if n_core == 0:
         return 2, 0, pi
     _potentials(q, parent, pred, cost, thread, pi, art)
     base, pivots = pi[root], 0
+    rowc = np.empty(q)  # each row's tree arc's cost: its potential is its parent's minus it
+    for u in range(q):
+        rowc[u] = cost[pred[u]]
+    rebuild = max(CORE_REBUILD, n // 32)
 
     block = max(int(np.ceil(np.sqrt(n_arcs))), 10)
     next_arc, checked = 0, False
     while n_arcs:
         e_in, best, count, e = -1, -tol, block, next_arc
         for _ in range(n_arcs):
-            r = arc_cost[e] + pi[src[e]] - pi[tgt[e]]
+            row = src[e]
+            r = arc_cost[e] + pi[parent[row]] - rowc[row] - pi[tgt[e]]
             if r < best:
                 best, e_in = r, e
             e += 1
@@ -595,15 +669,19 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
         checked = False
         if pivots >= max_iter:
             return 1, pivots, pi
-        if not _pivot(q, e_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last,
-                      pi, dirty):
+        n_core = _pivot(q, e_in, best, src, tgt, cost, parent, pred, flow, thread, rev, succ,
+                        last, pi, dirty, n_core, rowc)
+        if n_core == 0:
             return 2, pivots, pi
         pivots += 1
+        if pivots % rebuild == 0:  # rows that became leaves leave the core
+            n_core = _thread(parent, thread, rev, succ, last, q, True)
         if abs(pi[root] - base) > art:  # potentials drifted: their round-off would grow
             _potentials(q, parent, pred, cost, thread, pi, art)
             base = pi[root]
     if _through_root(flow, pred, n_arcs):
         return 2, pivots, pi
+    _thread(parent, thread, rev, succ, last, q, False)
     return 0, pivots, _duals(q, parent, pred, cost, thread, src, tgt, n_arcs)
 
 

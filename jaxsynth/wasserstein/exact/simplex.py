@@ -18,15 +18,15 @@ a heavy atom, and shifting their potentials was most of a pivot.  A row's potent
 its parent's minus the cost of its tree arc, read so when pricing; a leaf row whose tree
 arc leaves moves to the entering arc's column without touching the thread, one that a
 pivot makes internal enters the core, and rows that became leaves leave it at a rebuild
-every ``CORE_REBUILD`` pivots or more.  Arcs are priced in a scattered order fixed by
-their number (in key order, block search scans one region of rows at a time: slower).
+every ``CORE_REBUILD`` pivots or more.
 
 The start differs too: an artificial root with big-M arcs as LEMON's, but each row hung
 at once on its arc of least ``c − guide`` (optional column duals, e.g. a coarser LP's),
 the columns' excesses and shortages on their arcs to and from the root; or a given tree:
-a round's last one, or a coarser LP's refined to finer rows (``refine``).  Arcs are uncapacitated, rows are
-sources: the arc above a row points to its parent, the one above a column away from
-it, but for a column's arc to the root; a tree arc's flow is kept on its lower node.
+a round's last one, or a coarser LP's refined to finer rows (``refine``).  Arcs are
+uncapacitated, rows are sources: the arc above a row points to its parent, the one above
+a column away from it, but for a column's arc to the root; a tree arc's flow is kept on
+its lower node.
 
 Conventions: rows ``0..Q-1`` and columns ``Q..Q+M-1`` are the nodes, ``Q+M`` the root;
 node potentials ``pi`` give the reduced cost ``c + pi[row] - pi[col]`` (so ``u = -pi``
@@ -258,24 +258,14 @@ def solve(a, b, rows, cols, costs, start: Basis | None = None, guide=None,
         tree = (np.empty(q + m + 1, np.int32), np.empty(q + m + 1, np.int32), np.empty(q + m + 1))
     parent, pred, flow = tree
     guide = np.zeros(m) if guide is None else np.asarray(guide, np.float64)
-    # priced in a scattered order (fixed by the arc count): in key order, block search
-    # scans one region of rows at a time and pivots slower
-    order = np.random.default_rng(len(keys)).permutation(len(keys))
-    nodes = pred[:-1]  # a view: the arcs above the nodes, by index into ``order``
-    if not cold:
-        rank = np.empty_like(order)
-        rank[order] = np.arange(len(order))
-        nodes[nodes >= 0] = rank[nodes[nodes >= 0]]
-    status, pivots, pi = _simplex(q, a, b, rows[order].astype(np.int32),
-                                  (cols[order] + q).astype(np.int32), costs[order], guide,
-                                  parent, pred, flow, cold, tol, max_iter)
+    status, pivots, pi = _simplex(q, a, b, rows.astype(np.int32), (cols + q).astype(np.int32),
+                                  costs, guide, parent, pred, flow, cold, tol, max_iter)
     if status == 1:
         raise RuntimeError(f"network simplex: no optimum within {max_iter} pivots")
     if status == 2:
         raise RuntimeError("network simplex: the arcs admit no coupling of the masses")
-    parent, pred, flow = parent[:-1], nodes, flow[:-1]
+    parent, pred, flow = parent[:-1], pred[:-1], flow[:-1]
     real = pred < len(keys)
-    pred[real] = order[pred[real]]
     arcs = np.sort(pred[real & (flow > 0)])
     arc_flow = np.zeros(len(keys))
     arc_flow[pred[real]] = flow[real]

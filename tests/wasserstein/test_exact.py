@@ -182,7 +182,7 @@ def test_points_by_regions(metric, monkeypatch):
     # (what each region sends each atom is the blocks' plan's).  Where the gap stays above
     # rtol, the lower end comes from the plan-adapted level's duals: within 2% of POT's
     # value (1.1% the worst seen; the 256 blocks' own duals were up to 9% below on
-    # PrivTree)
+    # PrivTree).  Regions solved by 3 threads give the same pair, bit for bit
     monkeypatch.setattr(exact_w1, "REGION", 512)
     X = js.datasets.load("spiral", n=3000, key=5)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
@@ -198,6 +198,8 @@ def test_points_by_regions(metric, monkeypatch):
                 with warnings.catch_warnings():  # the gap may miss rtol: not asserted
                     warnings.simplefilter("ignore")
                     low, up = exact_w1.w1_exact_replicate(data, p, w, metric)
+                    assert exact_w1.w1_exact_replicate(data, p, w, metric,
+                                                       threads=3) == (low, up)
                 assert low <= value + TOL and value <= up + TOL
                 assert up <= value * 1.02
                 assert low >= value * 0.98
@@ -323,6 +325,9 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
         w1_exact(data, points[:2], weights[:2], workers=0)
     with pytest.raises(ValueError, match="stacked"):
         w1_exact(data, points[:2], weights[:2], stacked="yes")
+    with pytest.raises(ValueError, match="threads"):
+        exact_w1.w1_exact_replicate(data, *exact_w1.canonical_atoms(points[0], weights[0]),
+                                    threads=0)
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
+import threading
 import time
 import warnings
 from typing import NamedTuple
@@ -91,7 +92,7 @@ than more rounds."""
 
 def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
                        rtol: float = DEFAULT_RTOL, times: dict | None = None,
-                       passes=reduced_pass) -> tuple[float, float]:
+                       passes=reduced_pass, threads: int = 1) -> tuple[float, float]:
     """Certified ``(lower, upper)`` for one measure (positive atoms ``points``, ``weights``).
 
     Weights are normalised by their sum.  A pair wider than ``rtol`` (the round limit, or
@@ -103,16 +104,29 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
         c-transform), ``"upper"`` (the couplings' costs), ``"total"``.
       passes: runs the passes over all atoms (``reduced_pass``'s signature and result;
         ``w1_exact`` gives a ``passes.BatchedPasses``).
+      threads: threads that solve the regions of large data's points at once (each
+        region's work is the same whatever thread runs it); a phase's seconds are then
+        summed over them.
     """
     start = time.perf_counter()
     lower, upper = _replicate(data, points, weights, metric, rtol,
-                              {} if times is None else times, passes)
+                              {} if times is None else times, passes,
+                              check_positive_int(threads, "threads"))
     if times is not None:
-        times["total"] = times.get("total", 0.0) + time.perf_counter() - start
+        _add_seconds(times, "total", time.perf_counter() - start)
     if upper - lower > rtol * upper:
         warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
                       "the pair is still certified", stacklevel=2)
     return lower, upper
+
+
+_TIMES = threading.Lock()
+
+
+def _add_seconds(times: dict, phase: str, seconds: float):
+    """``times[phase] += seconds`` (threads of a replicate share ``times``)."""
+    with _TIMES:
+        times[phase] = times.get(phase, 0.0) + seconds
 
 
 def _timed(times: dict, phase: str, fn):
@@ -123,15 +137,15 @@ def _timed(times: dict, phase: str, fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            times[phase] = times.get(phase, 0.0) + time.perf_counter() - start
+            _add_seconds(times, phase, time.perf_counter() - start)
 
     return run
 
 
 class Replicate(NamedTuple):
     """One measure's fixed inputs: the data, its atoms in Morton order and their weights,
-    the atoms padded on device (``y``, ``size`` rows), the options, ``times`` and the
-    ``passes`` that run its passes over all atoms."""
+    the atoms padded on device (``y``, ``size`` rows), the options, ``times``, the
+    ``passes`` that run its passes over all atoms and the ``threads`` of its regions."""
 
     data: ExactData
     atoms: np.ndarray
@@ -143,6 +157,7 @@ class Replicate(NamedTuple):
     rtol: float
     times: dict
     passes: object
+    threads: int
 
     @property
     def m(self) -> int:
@@ -173,17 +188,28 @@ class Solved(NamedTuple):
     basis: simplex.Basis | None = None
 
 
-def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times, passes
+def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times, passes, threads
                       ) -> Replicate:
     atoms = np.asarray(points, np.float32).astype(np.float64)
     w = np.asarray(weights, np.float64)
     order = _morton_order(atoms)          # groups of consecutive atoms are compact
     atoms, w = atoms[order], w[order] / w.sum()
-    size = atom_bucket(len(w))
-    y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - len(w), 0)]),
-                    jnp.float32)
+    y, size = _padded_atoms(atoms)
     diam = float(partition.diameter(0, data.X.shape[1], metric))
-    return Replicate(data, atoms, w, y, size, diam, metric, rtol, times, passes)
+    return Replicate(data, atoms, w, y, size, diam, metric, rtol, times, passes, threads)
+
+
+def _restricted(rep: Replicate, atoms: np.ndarray) -> Replicate:
+    """``rep`` with only the atoms ``atoms`` (its passes run over those alone)."""
+    y, size = _padded_atoms(rep.atoms[atoms])
+    return rep._replace(atoms=rep.atoms[atoms], w=rep.w[atoms], y=y, size=size)
+
+
+def _padded_atoms(atoms: np.ndarray):
+    """Atoms on device, padded to ``atom_bucket`` rows by repeating the first: (y, size)."""
+    size = atom_bucket(len(atoms))
+    return jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - len(atoms), 0)]),
+                       jnp.float32), size
 
 
 def _lp(rep: Replicate, solve, *args):
@@ -208,7 +234,7 @@ def _scan(rep: Replicate, chunks, count, v, k=0, phase="pass"):
     and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
     start = time.perf_counter()
     fmin, best = rep.passes(chunks, rep.y, jnp.asarray(_centred(rep, v)), rep.metric, k)
-    rep.times[phase] = rep.times.get(phase, 0.0) + time.perf_counter() - start
+    _add_seconds(rep.times, phase, time.perf_counter() - start)
     return fmin[:count].astype(np.float64) - v.max(), best[:count]
 
 
@@ -353,54 +379,53 @@ def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
 def _regional(rep: Replicate, level: Level, plan, v, shift: int):
     """The points' LP by regions of ``REGION`` consecutive points (shifted by ``shift``),
     each sending to every atom what ``plan`` sends from it: exact subproblems (column
-    generation from the best arcs under ``v``, to their optimum) whose plans together are
-    a coupling, returned."""
-    m = rep.m
+    generation from the best arcs under ``v`` among the atoms it sends to, to their
+    optimum) whose plans together are a coupling, returned."""
     rows, cols, mass = plan
     region = (rows + shift) // REGION
     order = np.argsort(region, kind="stable")
     rows, cols, mass, region = rows[order], cols[order], mass[order], region[order]
     bounds = np.searchsorted(region, np.arange(region[-1] + 2))
-    parts = []
-    for r in range(len(bounds) - 1):
+
+    def solve(r):
+        """Region ``r``'s optimal plan (rows of ``level``, atoms, masses)."""
         lo, hi = max(0, r * REGION - shift), min(level.size, (r + 1) * REGION - shift)
         part = slice(bounds[r], bounds[r + 1])
         used, local = np.unique(cols[part], return_inverse=True)
         k = len(used)
-        inside = np.full(m, -1)
-        inside[used] = np.arange(k)
+        own = _restricted(rep, used)  # the region's problem: its points and these atoms
         masses = level.masses[lo:hi]
         sends = np.bincount(local, mass[part], k)
         sends *= masses.sum() / sends.sum()
         centroids = level.centroids[lo:hi]
 
         def region_arcs(blocks, potentials):
-            """Arcs of ``blocks`` to their best atoms that the region sends mass to."""
-            best = _best_atoms(rep, centroids[blocks], potentials, min(CANDIDATES, m))
-            keep = inside[best] >= 0
-            return np.repeat(blocks, best.shape[1])[keep.ravel()] * k + inside[best][keep]
+            """Arcs of ``blocks`` to their best atoms among the region's."""
+            best = _best_atoms(own, centroids[blocks], potentials, min(CANDIDATES, k))
+            return np.repeat(blocks, best.shape[1]) * k + best.ravel()
 
         nw_rows, nw_cols = _northwest_arcs(masses, sends)
         arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
-                            region_arcs(np.arange(hi - lo), v))
+                            region_arcs(np.arange(hi - lo), v[used]))
         chunks = jnp.asarray(point_chunks(centroids, bucket=True))
         solution = None
         for _ in range(MAX_ROUNDS):
-            r_, c_ = np.divmod(arcs, k)
-            solution = _lp(rep, lp.solve_arcs, masses, sends, r_, c_,
-                           pair_cost(centroids[r_], rep.atoms[used[c_]], rep.metric), solution)
-            # the region's duals as potentials of all atoms (the others never best)
-            own = np.full(m, solution.v.min() - 4.0 * rep.diam - 1)
-            own[used] = solution.v
-            fmin = _scan(rep, chunks, hi - lo, own)[0]
+            arc_rows, arc_cols = np.divmod(arcs, k)
+            solution = _lp(rep, lp.solve_arcs, masses, sends, arc_rows, arc_cols,
+                           pair_cost(centroids[arc_rows], own.atoms[arc_cols], rep.metric),
+                           solution)
+            fmin = _scan(own, chunks, hi - lo, solution.v)[0]
             violating = np.flatnonzero(fmin < solution.u - 1e-12)
             if violating.size == 0:
                 break
-            grown = _unique_arcs(arcs, region_arcs(violating, own))
+            grown = _unique_arcs(arcs, region_arcs(violating, solution.v))
             if len(grown) == len(arcs):
                 break
             arcs = grown
-        parts.append((solution.rows + lo, used[solution.cols], solution.mass))
+        return solution.rows + lo, used[solution.cols], solution.mass
+
+    with concurrent.futures.ThreadPoolExecutor(rep.threads) as pool:
+        parts = list(pool.map(solve, range(len(bounds) - 1)))
     return tuple(np.concatenate(part) for part in zip(*parts))
 
 
@@ -440,7 +465,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     return pair
 
 
-def _replicate(data: ExactData, points, weights, metric, rtol, times, passes):
+def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, threads):
     """``w1_exact_replicate``'s pair, unchecked: the route by size, then the phases."""
     n, d, m = data.n, data.X.shape[1], len(weights)
     diam = float(partition.diameter(0, d, metric))
@@ -450,7 +475,7 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes):
                         w / w.sum())
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
-    rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes)
+    rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes, threads)
     pair, last = Pair(0.0, diam), None
     for index, level in enumerate(data.levels):
         if pair.met(rtol):
@@ -483,7 +508,8 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     for data of more than ``levels.MAX_LP_BLOCKS`` points, whose replicates hold gigabytes): the
     network simplex and JAX's computations release the GIL, so they run in parallel, and
     a second thread per core runs while another holds the GIL for NumPy glue; each
-    replicate's computation is the same whatever thread runs it.
+    replicate's computation is the same whatever thread runs it.  Cores left over (fewer
+    replicates than cores) solve a replicate's regions in parallel (``threads``).
 
     With ``stacked``, the threads' passes over all atoms on an accelerator go to one
     device thread that runs those queued together as one call (``passes.BatchedPasses``)
@@ -503,6 +529,7 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
         per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
         workers = per_core * (os.cpu_count() or 1)
     workers = max(1, min(len(weights), check_positive_int(workers, "workers")))
+    threads = max(1, (os.cpu_count() or 1) // workers)  # cores the pool leaves to regions
     stacked = check_stacked(stacked)
 
     with contextlib.ExitStack() as context:
@@ -510,7 +537,7 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
 
         def one(b):
             p, w = canonical_atoms(np.asarray(points[b]), np.asarray(weights[b]))
-            return w1_exact_replicate(data, p, w, metric, rtol, passes=passes)
+            return w1_exact_replicate(data, p, w, metric, rtol, passes=passes, threads=threads)
 
         pool = context.enter_context(concurrent.futures.ThreadPoolExecutor(workers))
         pairs = list(pool.map(one, range(len(weights))))

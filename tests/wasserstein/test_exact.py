@@ -424,6 +424,23 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     assert refined == []
 
 
+def test_level_layout(monkeypatch):
+    # steps of REFINE down to the points; above MAX_LP_BLOCKS points, a last level of
+    # MAX_LP_BLOCKS blocks reached in one step of at most REFINE² (no level a step of
+    # less than REFINE below it); every level's blocks partition the points
+    monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 1000)
+    X = np.random.default_rng(3).random((5000, 2))
+    below = prepare_exact(X[:900], 4)
+    assert [level.size for level in below.levels] == [4, 32, 256, 900]
+    above = prepare_exact(X, 4)
+    assert [level.size for level in above.levels] == [4, 32, 1000, 5000]
+    assert [level.size for level in prepare_exact(X, 200).levels] == [200, 1000, 5000]
+    for level in above.levels:
+        assert level.starts[0] == 0 and level.starts[-1] == 5000
+        assert np.all(np.diff(level.starts) > 0)
+        np.testing.assert_allclose(level.masses.sum(), 1.0)
+
+
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_a_block_plans_costs_are_its_coupling_of_points(metric):
     # coupling_upper and the plan-adapted level's mean arc costs against the coupling of

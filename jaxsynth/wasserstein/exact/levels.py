@@ -92,7 +92,13 @@ def _level(X_sorted: np.ndarray, size: int) -> Level:
 
 
 def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
-    """Morton order and the levels of blocks of validated data ``X`` [n, d]."""
+    """Morton order and the levels of blocks of validated data ``X`` [n, d].
+
+    Levels: ``clusters`` blocks, each level ``REFINE`` times finer than the one above,
+    then the points.  Data of more than ``MAX_LP_BLOCKS`` points reach a last level of
+    ``MAX_LP_BLOCKS`` blocks in one step of at most ``REFINE²`` (1024, 8192, 131072
+    blocks at 10^6 points): a level a step of less than ``REFINE`` below it cost more LP
+    time than it saved (``docs/theory/exact-w1.md``)."""
     X = np.asarray(X, np.float64)
     n = X.shape[0]
     clusters = check_positive_int(clusters, "clusters")
@@ -100,7 +106,12 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     sizes = [min(clusters, n)]
     while sizes[-1] < n:  # up to MAX_LP_BLOCKS blocks, then the points
         finer = REFINE * sizes[-1]
-        sizes.append(n if finer >= n or sizes[-1] >= MAX_LP_BLOCKS else min(finer, MAX_LP_BLOCKS))
+        if finer >= n or sizes[-1] >= MAX_LP_BLOCKS:
+            sizes.append(n)
+        elif n > MAX_LP_BLOCKS and REFINE * finer > MAX_LP_BLOCKS:
+            sizes.append(MAX_LP_BLOCKS)  # in one step of at most REFINE²
+        else:
+            sizes.append(finer)
     return ExactData(X, order, tuple(_level(X[order], q) for q in sizes))
 
 

@@ -1,36 +1,27 @@
 """A primal network simplex for sparse transport LPs that restarts from a basis.
 
 Column generation re-solves a transport LP after adding arcs, many rounds per level.
-POT's network simplex (LEMON's, in C++) can only be seeded with potentials: every call
-rebuilds LEMON's artificial star tree and pays nearly a whole solve again.  This one
-returns its optimal spanning tree (``Basis``) and, given it on a superset of the arcs
-(same masses), starts there: a round pivots only on what the new arcs change.
+POT's network simplex (LEMON's, in C++) can only be seeded with potentials and rebuilds
+its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
+it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's: block search pricing (blocks of about ``sqrt(arcs)`` arcs
-scanned cyclically, the most negative reduced cost of a block enters), a strongly
-feasible tree (the leaving arc is the last blocking one met from the apex of the cycle;
-no cycling on the many degenerate pivots of transport problems) kept as parent / thread
-(preorder) / subtree size / last successor arrays, so that a pivot costs O(cycle + the
-smaller side of the tree, whose potentials shift).  Unlike LEMON's, those arrays hold the
-tree's *core*, without its leaf rows: a basis has ``rows + columns − 1`` arcs, so when rows
-(points) far outnumber columns (atoms) nearly every row is a leaf, hundreds of them under
-a heavy atom, and shifting their potentials was most of a pivot.  A row's potential is
-its parent's minus the cost of its tree arc, read so when pricing; a leaf row whose tree
-arc leaves moves to the entering arc's column without touching the thread, one that a
-pivot makes internal enters the core, and rows that became leaves leave it at a rebuild
-every ``CORE_REBUILD`` pivots or more.
-
-The start differs too: an artificial root with big-M arcs as LEMON's, but each row hung
-at once on its arc of least ``c − guide`` (optional column duals, e.g. a coarser LP's),
-the columns' excesses and shortages on their arcs to and from the root; or a given tree:
-a round's last one, or a coarser LP's refined to finer rows (``refine``).  Arcs are
-uncapacitated, rows are sources: the arc above a row points to its parent, the one above
-a column away from it, but for a column's arc to the root; a tree arc's flow is kept on
-its lower node.
+The pivots are LEMON's: block search pricing (blocks of about ``sqrt(arcs)`` arcs), a
+strongly feasible tree (no cycling on degenerate pivots) kept as parent / thread /
+subtree size / last successor arrays, so a pivot costs its cycle and the smaller side
+of the tree, whose potentials shift.  Those arrays hold only the tree's *core* (the
+columns and the rows with children): a row's potential is its parent's minus its tree
+arc's cost, read when pricing, so the leaf rows (nearly all, when points far outnumber
+atoms) never shift; a leaf row enters the core when a pivot makes it internal and
+leaves at a rebuild every ``CORE_REBUILD`` pivots or more.  The start: an artificial
+root with big-M arcs, each row hung on its arc of least ``c − guide`` (column duals,
+e.g. a coarser LP's); or a given tree (a round's last, or a coarser LP's ``refine``-d).
+Derivation and measurements: ``docs/theory/exact-w1.md``.
 
 Conventions: rows ``0..Q-1`` and columns ``Q..Q+M-1`` are the nodes, ``Q+M`` the root;
-node potentials ``pi`` give the reduced cost ``c + pi[row] - pi[col]`` (so ``u = -pi``
-on rows, ``v = pi`` on columns).
+arcs are uncapacitated and rows are sources (the arc above a row points to its parent,
+the one above a column away from it, but for a column's arc to the root); a tree arc's
+flow is kept on its lower node.  Potentials ``pi`` give the reduced cost
+``c + pi[row] - pi[col]`` (so ``u = -pi`` on rows, ``v = pi`` on columns).
 """
 
 from __future__ import annotations

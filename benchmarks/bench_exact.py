@@ -200,8 +200,9 @@ def save(rows, notes, args) -> Path:
             "the thread pool, all cores) against POT's emd2 (one replicate at a time, one "
             "core) on the full cost matrix (the first pot_replicates replicates) and on a "
             "2000-point subsample (every replicate of the batch), same run, eps = 1, linf; "
-            "ratios pot_*_over_exact above 1 mean exact is faster. phase_* are the seconds of one replicate run alone, per phase "
-            f"(mean of up to 2). Arguments: {vars(args)}."),
+            "ratios pot_*_over_exact above 1 mean exact is faster. phase_* are the seconds "
+            "of one replicate run alone, per phase (mean of up to 2). Arguments: "
+            f"{vars(args)}."),
         "rows": rows,
         "notes": notes,
     }

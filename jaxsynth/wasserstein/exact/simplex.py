@@ -431,10 +431,6 @@ def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ,
     v_out = parent[u_out]
     if u_in == u_out:
         parent[u_in] = v_in
-        pred[u_in] = e_in
-        if u_in < q:
-            rowc[u_in] = cost[e_in]
-        flow[u_in] = delta
         if thread[v_in] != u_out:  # move the subtree's thread segment after v_in
             after = thread[old_last]
             thread[old_rev] = after
@@ -485,11 +481,10 @@ def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ,
             succ[u] = sizes
             last[p] = stem_last
             u = p
-        pred[u_in] = e_in
-        if u_in < q:
-            rowc[u_in] = cost[e_in]
-        flow[u_in] = delta
         succ[u_in] = old_succ
+    pred[u_in], flow[u_in] = e_in, delta  # (after the stem, which read u_in's old arc)
+    if u_in < q:
+        rowc[u_in] = cost[e_in]
 
     up_limit_out = join if last[join] == v_in else -1
     last_out = last[u_out]

@@ -67,17 +67,13 @@ def morton_bit(X: np.ndarray, level: int) -> np.ndarray:
 def morton_words(X: np.ndarray, depth: int) -> np.ndarray:
     """Morton codes of depth ``depth``, packed MSB-first into uint32 words, shape [n, W].
 
-    ``W = ceil(depth / 32)``; bit ``b_t`` sits in word ``t // 32`` at position
-    ``31 - t % 32``, so lexicographic order of the rows is the Morton order.
+    ``W = ceil(depth / 32)``; bit ``b_t`` (``morton_bit``) sits in word ``t // 32`` at
+    position ``31 - t % 32``, so lexicographic order of the rows is the Morton order.
+    The digits are read ``PIECE_BITS`` at a time per coordinate
+    (``morton_words_of_sum`` with no shift), not one level at a time.
     """
-    n = X.shape[0]
-    n_words = max(1, -(-depth // WORD_BITS))
-    words = np.zeros((n, n_words), dtype=np.uint32)
-    for t in range(depth):  # one vectorised pass per level, never per point
-        words[:, t // WORD_BITS] |= morton_bit(X, t).astype(np.uint32) << np.uint32(
-            WORD_BITS - 1 - t % WORD_BITS
-        )
-    return words
+    X = np.asarray(X, dtype=np.float64)
+    return np.stack(morton_words_of_sum(np, X, 0.0, depth, False), axis=-1)
 
 
 def cell_index(X: np.ndarray, level: int) -> np.ndarray:

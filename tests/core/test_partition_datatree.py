@@ -40,6 +40,19 @@ def test_boundary_conventions():
     np.testing.assert_array_equal(partition.morton_bit(X, 0), [1, 1, 0, 0])
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 10])
+def test_morton_words_are_the_bits_packed(d):
+    """Words read a piece of digits at a time hold ``morton_bit`` level by level."""
+    X = _boundary_data(np.random.default_rng(d), 300, d)
+    X[-3:] = np.ldexp(np.floor(X[-3:] * 2.0**40), -40) + 2.0**-52  # digits past 2^-40
+    for depth in (0, 1, 31, 32, 33, 64, 100):
+        bits = np.zeros((len(X), 32 * max(1, -(-depth // 32))), np.uint8)  # whole words
+        for t in range(depth):
+            bits[:, t] = partition.morton_bit(X, t)
+        packed = np.packbits(bits, axis=-1).view(">u4").astype(np.uint32)  # MSB first
+        np.testing.assert_array_equal(partition.morton_words(X, depth), packed)
+
+
 @pytest.mark.parametrize("d", [1, 2, 3, 5])
 def test_counts_match_brute_force(d):
     rng = np.random.default_rng(d)

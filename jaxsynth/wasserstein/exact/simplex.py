@@ -5,8 +5,8 @@ POT's network simplex (LEMON's, in C++) can only be seeded with potentials and r
 its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
 it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's: block search pricing (blocks of about ``sqrt(arcs)`` arcs), a
-strongly feasible tree (no cycling on degenerate pivots) kept as parent / thread /
+The pivots are LEMON's: block search pricing (blocks of a multiple of ``sqrt(arcs)``
+arcs, ``BLOCK_COLD`` / ``BLOCK_WARM``), a strongly feasible tree (no cycling on degenerate pivots) kept as parent / thread /
 subtree size / last successor arrays, so a pivot costs its cycle and the smaller side
 of the tree, whose potentials shift.  Those arrays hold only the tree's *core* (the
 columns and the rows with children): a row's potential is its parent's minus its tree
@@ -47,6 +47,15 @@ CORE_REBUILD = 1024
 """Pivots between two rebuilds of the core (rows that became leaves leave it): at least
 this many, and at least a 32nd of the nodes, so that a rebuild costs a few node visits a
 pivot."""
+
+
+BLOCK_COLD = 2.0
+"""Pricing block of a cold start, times ``sqrt(arcs)`` (LEMON's block is 1): from the
+big-M start, a pivot's tree update costs more than pricing a block, and the steeper
+arcs of larger blocks take fewer pivots."""
+BLOCK_WARM = 0.25
+"""The same from a given tree (a restart near its optimum): smaller blocks enter arcs
+near the last one in key order, whose pivots cost less (larger ones took more pivots)."""
 
 
 class Basis(NamedTuple):
@@ -614,7 +623,7 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
         rowc[u] = cost[pred[u]]
     rebuild = max(CORE_REBUILD, n // 32)
 
-    block = max(int(np.ceil(np.sqrt(n_arcs))), 10)
+    block = max(int(np.ceil((BLOCK_COLD if cold else BLOCK_WARM) * np.sqrt(n_arcs))), 10)
     next_arc, checked = 0, False
     while n_arcs:
         e_in, best, count, e = -1, -tol, block, next_arc

@@ -66,6 +66,10 @@ CANDIDATES = 4
 """Arcs per point taken from the reduced costs (and added per violating point)."""
 COARSE_CANDIDATES = 8
 """The same at the coarsest level, whose blocks are large and send mass to many atoms."""
+ADAPTED_CANDIDATES = 6
+"""The same at the plan-adapted level (large data): its first LP on these arcs usually
+gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
+(on the 10^6-point benchmark, the one LP cost less than the two)."""
 DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""
@@ -440,7 +444,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     few arcs reach, so the lower end is taken after each round)."""
     data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
     level, carried = _adapted_level(data, coarse, plan, m)
-    k = min(CANDIDATES, m)
+    k = min(ADAPTED_CANDIDATES, m)
     nw_rows, nw_cols = _northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, k)
     arcs = _unique_arcs(carried, _arcs_of(np.arange(level.size), best, m), nw_rows * m + nw_cols)

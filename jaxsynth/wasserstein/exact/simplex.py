@@ -5,17 +5,17 @@ POT's network simplex (LEMON's, in C++) can only be seeded with potentials and r
 its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
 it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's: block search pricing (blocks of a multiple of ``sqrt(arcs)``
-arcs, ``BLOCK_COLD`` / ``BLOCK_WARM``), a strongly feasible tree (no cycling on degenerate pivots) kept as parent / thread /
-subtree size / last successor arrays, so a pivot costs its cycle and the smaller side
-of the tree, whose potentials shift.  Those arrays hold only the tree's *core* (the
-columns and the rows with children): a row's potential is its parent's minus its tree
-arc's cost, read when pricing, so the leaf rows (nearly all, when points far outnumber
-atoms) never shift; a leaf row enters the core when a pivot makes it internal and
-leaves at a rebuild every ``CORE_REBUILD`` pivots or more.  The start: an artificial
-root with big-M arcs, each row hung on its arc of least ``c − guide`` (column duals,
-e.g. a coarser LP's); or a given tree (a round's last, or a coarser LP's ``refine``-d).
-Derivation and measurements: ``docs/theory/exact-w1.md``.
+The pivots are LEMON's: block search pricing (blocks of ``sqrt(arcs)`` arcs, other
+multiples on large LPs), a strongly feasible tree (no cycling on degenerate pivots) kept
+as parent / thread / subtree size / last successor arrays, so a pivot costs its cycle
+and the smaller side of the tree, whose potentials shift.  Those arrays hold only the
+tree's *core* (the columns and the rows with children): a row's potential is its
+parent's minus its tree arc's cost, read when pricing, so the leaf rows (nearly all,
+when points far outnumber atoms) never shift; a leaf row enters the core when a pivot
+makes it internal and leaves at a rebuild every ``CORE_REBUILD`` pivots or more.  The
+start: an artificial root with big-M arcs, each row hung on its arc of least
+``c − guide`` (column duals, e.g. a coarser LP's); or a given tree (a round's last, or a
+coarser LP's ``refine``-d).  Derivation and measurements: ``docs/theory/exact-w1.md``.
 
 Conventions: rows ``0..Q-1`` and columns ``Q..Q+M-1`` are the nodes, ``Q+M`` the root;
 arcs are uncapacitated and rows are sources (the arc above a row points to its parent,
@@ -47,12 +47,13 @@ CORE_REBUILD = 1024
 """Pivots between two rebuilds of the core (rows that became leaves leave it): at least
 this many, and at least a 32nd of the nodes, so that a rebuild costs a few node visits a
 pivot."""
-
-
+LARGE_LP = 1 << 16
+"""Nodes (rows and columns) from which an LP prices other blocks than LEMON's
+``sqrt(arcs)``: there a pivot's tree update costs more than pricing a block (below, the
+scaled blocks were slower)."""
 BLOCK_COLD = 2.0
-"""Pricing block of a cold start, times ``sqrt(arcs)`` (LEMON's block is 1): from the
-big-M start, a pivot's tree update costs more than pricing a block, and the steeper
-arcs of larger blocks take fewer pivots."""
+"""A large LP's pricing block from a cold start, times ``sqrt(arcs)``: from the big-M
+start, the steeper arcs of larger blocks take fewer pivots."""
 BLOCK_WARM = 0.25
 """The same from a given tree (a restart near its optimum): smaller blocks enter arcs
 near the last one in key order, whose pivots cost less (larger ones took more pivots)."""
@@ -623,7 +624,8 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
         rowc[u] = cost[pred[u]]
     rebuild = max(CORE_REBUILD, n // 32)
 
-    block = max(int(np.ceil((BLOCK_COLD if cold else BLOCK_WARM) * np.sqrt(n_arcs))), 10)
+    scale = 1.0 if n < LARGE_LP else BLOCK_COLD if cold else BLOCK_WARM
+    block = max(int(np.ceil(scale * np.sqrt(n_arcs))), 10)
     next_arc, checked = 0, False
     while n_arcs:
         e_in, best, count, e = -1, -tol, block, next_arc

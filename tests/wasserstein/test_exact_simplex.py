@@ -242,8 +242,8 @@ def test_many_leaf_rows(restart, q):
     distances of random points to random atoms.  Nearly every row of a basis is a leaf,
     so most pivots move leaf rows in and out of the core, over several of its rebuilds
     (more than ``CORE_REBUILD`` pivots); restarted, from the optimum of fewer arcs.  With
-    ``LARGE_LP`` rows, the large LPs' pricing blocks (cold and restarted), checked by
-    its duals alone (POT takes seconds on it)."""
+    ``LARGE_LP`` rows, a large LP (a cold start's larger pricing blocks), checked by its
+    duals alone (POT takes seconds on it)."""
     rng = np.random.default_rng(12)
     m = 40
     x, y = rng.random((q, 2)), rng.random((m, 2))

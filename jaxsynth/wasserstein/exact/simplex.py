@@ -5,8 +5,8 @@ POT's network simplex (LEMON's, in C++) can only be seeded with potentials and r
 its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
 it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's: block search pricing (blocks of ``sqrt(arcs)`` arcs, other
-multiples on large LPs), a strongly feasible tree (no cycling on degenerate pivots) kept
+The pivots are LEMON's: block search pricing (blocks of ``sqrt(arcs)`` arcs, larger on
+large cold starts), a strongly feasible tree (no cycling on degenerate pivots) kept
 as parent / thread / subtree size / last successor arrays, so a pivot costs its cycle
 and the smaller side of the tree, whose potentials shift.  Those arrays hold only the
 tree's *core* (the columns and the rows with children): a row's potential is its
@@ -48,15 +48,12 @@ CORE_REBUILD = 1024
 this many, and at least a 32nd of the nodes, so that a rebuild costs a few node visits a
 pivot."""
 LARGE_LP = 1 << 16
-"""Nodes (rows and columns) from which an LP prices other blocks than LEMON's
-``sqrt(arcs)``: there a pivot's tree update costs more than pricing a block (below, the
-scaled blocks were slower)."""
+"""Nodes (rows and columns) from which a cold start prices blocks of ``BLOCK_COLD``
+times LEMON's ``sqrt(arcs)`` arcs: there a pivot's tree update costs more than pricing a
+block, and the steeper arcs of larger blocks take fewer pivots from the big-M start
+(below, and on restarts, the larger blocks were slower)."""
 BLOCK_COLD = 2.0
-"""A large LP's pricing block from a cold start, times ``sqrt(arcs)``: from the big-M
-start, the steeper arcs of larger blocks take fewer pivots."""
-BLOCK_WARM = 0.25
-"""The same from a given tree (a restart near its optimum): smaller blocks enter arcs
-near the last one in key order, whose pivots cost less (larger ones took more pivots)."""
+"""A large LP's pricing block from a cold start, times ``sqrt(arcs)``."""
 
 
 class Basis(NamedTuple):
@@ -624,7 +621,7 @@ def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, 
         rowc[u] = cost[pred[u]]
     rebuild = max(CORE_REBUILD, n // 32)
 
-    scale = 1.0 if n < LARGE_LP else BLOCK_COLD if cold else BLOCK_WARM
+    scale = BLOCK_COLD if cold and n >= LARGE_LP else 1.0
     block = max(int(np.ceil(scale * np.sqrt(n_arcs))), 10)
     next_arc, checked = 0, False
     while n_arcs:

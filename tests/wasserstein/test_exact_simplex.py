@@ -1,6 +1,8 @@
 """The restartable network simplex (``exact.simplex``) against POT's ``ot.emd2``.
 
-Truth: ``ot.emd2`` on the dense cost matrix, forbidden arcs at a cost no optimum uses.
+Truth: ``ot.emd2`` on the dense cost matrix, forbidden arcs at a cost no optimum uses;
+and LP duality (a coupling with feasible, complementary duals is optimal), alone on an
+LP too large for POT to solve in a test.
 Tolerances: float64 round-off of sums of order-one costs and masses (1e-12).
 """
 

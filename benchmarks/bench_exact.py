@@ -241,7 +241,7 @@ def million() -> str:
     out = js.release_batch(0, js.PrivTree(), X, eps=[1.0], seeds=1)
     points, weights = canonical_atoms(np.asarray(out.points).reshape(-1, 3),
                                       np.asarray(out.weights, np.float64).reshape(-1))
-    threads = os.cpu_count() or 1  # what w1_exact's pool gives one replicate
+    threads = solver.region_threads(1)  # what w1_exact's pool gives one replicate
     passes = {"whole data": [0, 0.0], "blocks and regions": [0, 0.0]}
     lock = threading.Lock()  # the regions' threads count their passes too
 

@@ -57,8 +57,8 @@ from jaxsynth.wasserstein.exact.levels import (
     _unique_arcs,
 )
 
-__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "w1_exact",
-           "w1_exact_replicate"]
+__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "region_threads",
+           "w1_exact", "w1_exact_replicate"]
 
 DEFAULT_RTOL = 0.01
 """Default relative gap ``(upper − lower) / upper`` of the certified pair."""
@@ -533,7 +533,7 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
         per_core = THREADS_PER_CORE if data.n <= levels.MAX_LP_BLOCKS else 1
         workers = per_core * (os.cpu_count() or 1)
     workers = max(1, min(len(weights), check_positive_int(workers, "workers")))
-    threads = max(1, (os.cpu_count() or 1) // workers)  # cores the pool leaves to regions
+    threads = region_threads(workers)
     stacked = check_stacked(stacked)
 
     with contextlib.ExitStack() as context:
@@ -547,6 +547,12 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
         pairs = list(pool.map(one, range(len(weights))))
     lower, upper = np.array(pairs, np.float64).reshape(-1, 2).T
     return lower.copy(), upper.copy()
+
+
+def region_threads(workers: int) -> int:
+    """Threads that solve a replicate's regions (``w1_exact_replicate``'s ``threads``)
+    when ``workers`` replicates run at once: the cores the pool leaves, at least one."""
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 def check_stacked(stacked) -> bool:

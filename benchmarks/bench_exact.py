@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -52,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import jaxsynth as js  # noqa: E402
 from jaxsynth.wasserstein.ctransform import reduced_pass  # noqa: E402
 from jaxsynth.wasserstein.exact import canonical_atoms, prepare_exact, w1_exact  # noqa: E402
-from jaxsynth.wasserstein.exact import solver  # noqa: E402
+from jaxsynth.wasserstein.exact import simplex, solver  # noqa: E402
 from jaxsynth.wasserstein.exact.solver import w1_exact_replicate  # noqa: E402
 
 NAME = "bench_exact"
@@ -273,6 +274,65 @@ def million() -> str:
             + f" (passes: {split})")
 
 
+def record_lps(X, mech, batch: int = 1) -> list:
+    """The arguments of every ``simplex.solve`` call of ``batch`` replicates of ``mech`` on
+    ``X`` (one thread: the order of the calls is the replicates')."""
+    out = js.release_batch(0, mech, X, eps=[1.0], seeds=batch)
+    points = np.asarray(out.points).reshape(batch, -1, X.shape[1])
+    weights = np.asarray(out.weights, np.float64).reshape(batch, -1)
+    calls, solve = [], simplex.solve
+
+    def recording(*args, **kwargs):
+        calls.append((args, kwargs))
+        return solve(*args, **kwargs)
+
+    simplex.solve = recording
+    try:
+        w1_exact(prepare_exact(X), points, weights, workers=1)
+    finally:
+        simplex.solve = solve
+    return calls
+
+
+def simplex_against(baseline: Path, repeats: int = 5) -> str:
+    """This ``exact/simplex.py`` against ``baseline`` (a copy of an earlier one, kept
+    outside the repository): the LPs of one replicate each of spiral PMM and blobs3
+    PrivTree at n = 3·10^4, recorded once and replayed by both modules in turn
+    ``repeats`` times (same process, alternating, so load affects both alike); the two
+    must give the same plans, duals, bases and pivots, bit for bit."""
+    spec = importlib.util.spec_from_file_location("simplex_baseline", baseline)
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    calls = (record_lps(js.datasets.load("spiral", n=30000, key=0), js.PMM())
+             + record_lps(blobs3(30000), js.PrivTree()))
+
+    def replay(module):
+        start, results = time.perf_counter(), []
+        for args, kwargs in calls:
+            results.append(module.solve(*args, **kwargs))
+        return time.perf_counter() - start, results
+
+    _, new_results = replay(simplex)  # compile both
+    _, old_results = replay(old)
+    same = all(len(x) == len(y) and all(np.array_equal(np.asarray(a), np.asarray(b))
+                                        for a, b in zip(x[:5] + tuple(x[5]) + x[6:],
+                                                        y[:5] + tuple(y[5]) + y[6:]))
+               for x, y in zip(new_results, old_results))
+    seconds = {"this": [], "baseline": []}
+    for _ in range(repeats):
+        seconds["this"].append(replay(simplex)[0])
+        seconds["baseline"].append(replay(old)[0])
+    best = {k: min(v) for k, v in seconds.items()}
+    pivots = sum(r[6] for r in new_results)
+    return (f"network simplex against {baseline.name} ({len(calls)} LPs of spiral PMM and "
+            f"blobs3 PrivTree at n = 30000, {pivots} pivots, replayed {repeats} times in "
+            f"turn): this {best['this']:.3f} s, baseline {best['baseline']:.3f} s (best of "
+            f"{repeats}; medians {np.median(seconds['this']):.3f} and "
+            f"{np.median(seconds['baseline']):.3f} s), this over baseline "
+            f"{best['this'] / best['baseline']:.3f}; results bit for bit equal: "
+            f"{'yes' if same else 'NO'}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch", type=int, default=16)
@@ -284,6 +344,9 @@ def main():
     parser.add_argument("--name", default=NAME,
                         help="the benchmark's name in its result file (another machine's runs "
                              "get their own section of BENCHMARKS.md)")
+    parser.add_argument("--simplex-baseline", type=Path, metavar="PATH",
+                        help="also time exact/simplex.py against a copy of an earlier one at "
+                             "PATH (kept outside the repository) on the same recorded LPs")
     parser.add_argument("--million", action="store_true",
                         help="also one PrivTree replicate at n = 10^6, d = 3 (time per phase, "
                              "peak memory)")
@@ -302,6 +365,8 @@ def main():
         notes.append(simulate_rate(args.simulate_seeds))
     if first:
         notes.append(first)
+    if args.simplex_baseline:
+        notes.append(simplex_against(args.simplex_baseline))
     for line in notes:
         print(line)
     print("written:", save(rows, notes, args))

@@ -124,10 +124,10 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     monkeypatch.setattr(ctransform, "on_host", lambda chunks: False)
     rng = np.random.default_rng(d)
     X = rng.random((5000, d)) ** 2                                     # uneven density
-    chunks = jnp.asarray(ctransform.point_chunks(X[levels._morton_order(X)]))
+    chunks = jnp.asarray(ctransform.point_chunks(X[levels.morton_order(X)]))
     m = 3000
     atoms = rng.random((m, d))
-    atoms = atoms[levels._morton_order(atoms)]
+    atoms = atoms[levels.morton_order(atoms)]
     size = ctransform.atom_bucket(m)
     y = jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - m, 0)]), jnp.float32)
     diam = 1.0 if metric == "linf" else np.sqrt(d)
@@ -228,8 +228,8 @@ def test_adversarial_cases(metric, path, monkeypatch):
         options = dict(clusters=64)
         monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 256)
         monkeypatch.setattr(exact_w1, "REGION", 256)
-        split = exact_w1._adapted_level
-        monkeypatch.setattr(exact_w1, "_adapted_level",
+        split = levels.adapted_level
+        monkeypatch.setattr(levels, "adapted_level",
                             lambda *args: adapted.append(1) or split(*args))
     rng = np.random.default_rng(0)
     base = rng.random((1200, 2))
@@ -277,9 +277,9 @@ def test_prepared_data_and_batch_shapes():
 def test_arc_union_is_the_sorted_set_of_distinct_arcs():
     rng = np.random.default_rng(0)
     parts = [rng.integers(0, 500, size) for size in (0, 1, 300, 2000)]
-    np.testing.assert_array_equal(levels._unique_arcs(*parts), np.unique(np.concatenate(parts)))
-    np.testing.assert_array_equal(levels._unique_arcs(np.array([7, 7, 7])), [7])
-    assert levels._unique_arcs(np.array([], np.int64)).size == 0
+    np.testing.assert_array_equal(levels.unique_arcs(*parts), np.unique(np.concatenate(parts)))
+    np.testing.assert_array_equal(levels.unique_arcs(np.array([7, 7, 7])), [7])
+    assert levels.unique_arcs(np.array([], np.int64)).size == 0
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -469,7 +469,7 @@ def test_a_block_plans_costs_are_its_coupling_of_points(metric):
         upper = coupling_upper(data, level, atoms, weights, (rows, cols, mass), metric)
         exact = float((coupling * cost).sum())
         assert exact <= upper <= exact * (1 + 1e-12)
-        means = levels._mean_costs(data, level, rows, cols, atoms, metric)
+        means = levels.mean_costs(data, level, rows, cols, atoms, metric)
         for r, c, value in zip(rows[:40], cols[:40], means[:40]):
             points = data.order[position[level.starts[r]:level.starts[r + 1]]]
             np.testing.assert_allclose(value, cost[points, c].mean(), rtol=1e-13)

@@ -12,7 +12,7 @@ import ot
 import pytest
 
 from jaxsynth.wasserstein.exact import lp
-from jaxsynth.wasserstein.exact.levels import _northwest_arcs, _unique_arcs
+from jaxsynth.wasserstein.exact.levels import northwest_arcs, unique_arcs
 
 TOL = 1e-12
 BIG = 1e3  # the cost of forbidden arcs in POT's dense reference: never worth using
@@ -49,8 +49,8 @@ def restricted(rng, a, b, cost, per_row):
     """Arcs: each row's ``per_row`` random columns and the north-west coupling's arcs."""
     n, m = cost.shape
     picked = np.argsort(rng.random((n, m)), axis=1)[:, :per_row]
-    nw_rows, nw_cols = _northwest_arcs(a, b)
-    arcs = _unique_arcs((np.arange(n)[:, None] * m + picked).ravel(), nw_rows * m + nw_cols)
+    nw_rows, nw_cols = northwest_arcs(a, b)
+    arcs = unique_arcs((np.arange(n)[:, None] * m + picked).ravel(), nw_rows * m + nw_cols)
     rows, cols = np.divmod(arcs, m)
     return rows, cols, cost[rows, cols]
 
@@ -96,7 +96,7 @@ def test_warm_start_after_arcs_are_added(seed):
     rows, cols, costs = restricted(rng, a, b, cost, 2)
     first = lp.solve_arcs(a, b, rows, cols, costs)
     before = check(a, b, rows, cols, costs, first)
-    more = _unique_arcs(rows * m + cols, rng.choice(n * m, 2000, replace=False))
+    more = unique_arcs(rows * m + cols, rng.choice(n * m, 2000, replace=False))
     rows, cols = np.divmod(more, m)
     warm = lp.solve_arcs(a, b, rows, cols, cost[rows, cols], first)
     after = check(a, b, rows, cols, cost[rows, cols], warm)

@@ -11,7 +11,7 @@ import ot
 import pytest
 
 from jaxsynth.wasserstein.exact import simplex
-from jaxsynth.wasserstein.exact.levels import _northwest_arcs
+from jaxsynth.wasserstein.exact.levels import northwest_arcs
 
 TOL = 1e-12
 BIG = 1e3
@@ -25,7 +25,7 @@ def problem(seed, q, m, density, *, equal=False, integer=False):
     a, b = a / a.sum(), b / b.sum()
     cost = rng.integers(0, 4, (q, m)).astype(float) if integer else rng.random((q, m))
     mask = rng.random((q, m)) < density
-    mask[_northwest_arcs(a, b)] = True
+    mask[northwest_arcs(a, b)] = True
     rows, cols = np.nonzero(mask)
     return a, b, rows, cols, cost[rows, cols]
 
@@ -95,7 +95,7 @@ def test_restart_after_adding_arcs():
     a, b = a / a.sum(), b / b.sum()
     cost = np.abs(rng.random((q, 1)) - rng.random((1, m)))
     keep = np.zeros((q, m), bool)
-    keep[_northwest_arcs(a, b)] = True
+    keep[northwest_arcs(a, b)] = True
     keep[np.arange(q), np.argmin(cost, axis=1)] = True
     basis, rounds = None, 0
     while True:
@@ -128,7 +128,7 @@ def test_restart_that_does_not_fit_is_cold():
     other = np.roll(a, 1)
     check(other, b, r, c, costs, simplex.solve(other, b, r, c, costs, start=basis))
     nw = np.zeros((20, 15), bool)
-    nw[_northwest_arcs(a, b)] = True
+    nw[northwest_arcs(a, b)] = True
     tree = basis.keys[basis.keys >= 0]
     gone = tree[~nw[tree // 15, tree % 15]][0]  # a tree arc that is not north-west
     keep = r * 15 + c != gone
@@ -253,11 +253,11 @@ def test_many_leaf_rows(restart, q):
     b /= b.sum()
     cost = np.linalg.norm(x[:, None] - y[None], axis=-1)
     keep = rng.random((q, m)) < 0.25
-    keep[_northwest_arcs(a, b)] = True
+    keep[northwest_arcs(a, b)] = True
     start = None
     if restart:
         fewer = keep & (rng.random((q, m)) < 0.5)
-        fewer[_northwest_arcs(a, b)] = True
+        fewer[northwest_arcs(a, b)] = True
         rows, cols = np.nonzero(fewer)
         start = simplex.solve(a, b, rows, cols, cost[rows, cols])[5]
     rows, cols = np.nonzero(keep)

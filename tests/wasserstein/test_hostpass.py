@@ -17,9 +17,9 @@ def inputs(d, m, size, scale, seed, n=2500):
     Points (uneven density) and atoms in Morton order, as the pruned pass needs them."""
     rng = np.random.default_rng(seed)
     X = rng.random((n, d)) ** 2
-    chunks = ctransform.point_chunks(X[levels._morton_order(X)])
+    chunks = ctransform.point_chunks(X[levels.morton_order(X)])
     atoms = rng.random((size, d))
-    atoms[:m] = atoms[levels._morton_order(atoms[:m])]
+    atoms[:m] = atoms[levels.morton_order(atoms[:m])]
     v = -scale * np.abs(atoms - 0.3).max(axis=1) - 0.002 * rng.random(size)
     v[m:] = -4 * d - 1
     v -= v[:m].max()

@@ -20,7 +20,9 @@ from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import point_chunks
 from jaxsynth.wasserstein.exact.certificate import arc_cost_sums
 
-__all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "prepare_exact"]
+__all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "adapted_level", "inherited_arcs",
+           "mean_costs", "morton_order", "northwest_arcs", "prepare_exact", "pushed",
+           "unique_arcs"]
 
 DEFAULT_CLUSTERS = 1024
 """Morton blocks of the coarsest level."""
@@ -33,7 +35,7 @@ MAX_LP_BLOCKS = 1 << 17
 most this many, and a points' level of more is solved by regions (``REGION``)."""
 
 
-def _morton_order(Z: np.ndarray) -> np.ndarray:
+def morton_order(Z: np.ndarray) -> np.ndarray:
     """Indices sorting points of [0,1]^d along the cyclic partition's Morton order."""
     words = partition.morton_words(np.asarray(Z, np.float64), MORTON_DEPTH)
     return np.lexsort(tuple(words[:, k] for k in reversed(range(words.shape[1]))))
@@ -102,7 +104,7 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     X = np.asarray(X, np.float64)
     n = X.shape[0]
     clusters = check_positive_int(clusters, "clusters")
-    order = _morton_order(X)
+    order = morton_order(X)
     sizes = [min(clusters, n)]
     while sizes[-1] < n:  # up to MAX_LP_BLOCKS blocks, then the points
         finer = REFINE * sizes[-1]
@@ -115,7 +117,7 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     return ExactData(X, order, tuple(_level(X[order], q) for q in sizes))
 
 
-def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:
+def inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:
     """Arcs (``block · m + atom``) of each fine block to the atoms that the coarse blocks
     holding its first and last point send mass to (``rows``, ``cols``: the coarse plan)."""
     order = np.argsort(rows, kind="stable")
@@ -131,7 +133,7 @@ def _inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarra
     return np.concatenate(arcs)
 
 
-def _unique_arcs(*parts) -> np.ndarray:
+def unique_arcs(*parts) -> np.ndarray:
     """Sorted distinct arc indices of the concatenated ``parts`` (a sort: NumPy's hashing
     ``np.unique`` of integers is many times slower on arrays this large)."""
     arcs = np.sort(np.concatenate(parts))
@@ -140,7 +142,7 @@ def _unique_arcs(*parts) -> np.ndarray:
     return arcs[first]
 
 
-def _northwest_arcs(a, b):
+def northwest_arcs(a, b):
     """Arcs (rows, cols) of the north-west-corner coupling of the weights ``a`` and ``b``
     in their orders: a coupling, so the arcs make any transport LP feasible."""
     ca, cb = np.cumsum(a), np.cumsum(b)
@@ -151,7 +153,7 @@ def _northwest_arcs(a, b):
     return i, j
 
 
-def _adapted_level(data: ExactData, coarse: Level, plan, m: int):
+def adapted_level(data: ExactData, coarse: Level, plan, m: int):
     """The blocks of ``coarse`` split by the atom each of their points sends most mass to
     under the points' coupling ``plan`` (rows: Morton ranks): blocks whose points the
     plan sends alike.  Returns the level and the arcs (``block · m + atom``) that carry
@@ -173,10 +175,10 @@ def _adapted_level(data: ExactData, coarse: Level, plan, m: int):
     position = np.empty(data.n, np.int64)
     position[ranks] = np.arange(data.n)
     block = np.searchsorted(starts, position, side="right") - 1
-    return level, _unique_arcs(block[rows] * m + cols)
+    return level, unique_arcs(block[rows] * m + cols)
 
 
-def _mean_costs(data: ExactData, level: Level, rows, cols, atoms, metric):
+def mean_costs(data: ExactData, level: Level, rows, cols, atoms, metric):
     """Arc costs of blocks ``rows`` to atoms ``cols``: the mean cost of the blocks' points
     (float64), so a block plan's cost is that of the coupling of points it stands for."""
     return arc_cost_sums(data, level, rows, cols, atoms, metric) / np.diff(level.starts)[rows]
@@ -194,7 +196,7 @@ def _point_shares(level: Level, plan):
     return ranks, np.repeat(cols, sizes), np.repeat(mass / sizes, sizes)
 
 
-def _pushed(coarse: Level, level: Level, plan, m: int):
+def pushed(coarse: Level, level: Level, plan, m: int):
     """The coupling ``_upper`` certifies (``_point_shares`` of the coarse plan), summed
     over the blocks of a finer ``level``: its plan (rows, cols, mass)."""
     ranks, cols, share = _point_shares(coarse, plan)

@@ -5,10 +5,12 @@ POT's network simplex (LEMON's, in C++) can only be seeded with potentials and r
 its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
 it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's: block search pricing (blocks of ``sqrt(arcs)`` arcs, larger on
-large cold starts), a strongly feasible tree (no cycling on degenerate pivots) kept
-as parent / thread / subtree size / last successor arrays, so a pivot costs its cycle
-and the smaller side of the tree, whose potentials shift.  Those arrays hold only the
+The pivots are LEMON's (``lemon/network_simplex.h``, which POT runs), in its steps:
+block search pricing (``_find_entering``: blocks of ``sqrt(arcs)`` arcs, larger on large
+cold starts), then ``_pivot``'s find join, find leaving arc, change flow, update tree and
+update potentials, on a strongly feasible tree (no cycling on degenerate pivots) kept as
+parent / thread / subtree size / last successor arrays (``Tree``), so a pivot costs its
+cycle and the smaller side of the tree, whose potentials shift.  Those arrays hold only the
 tree's *core* (the columns and the rows with children): a row's potential is its
 parent's minus its tree arc's cost, read when pricing, so the leaf rows (nearly all,
 when points far outnumber atoms) never shift; a leaf row enters the core when a pivot
@@ -26,12 +28,13 @@ flow is kept on its lower node.  Potentials ``pi`` give the reduced cost
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
-__all__ = ["Basis", "refine", "solve"]
+__all__ = ["Basis", "Status", "refine", "solve"]
 
 PIVOTS_PER_SIZE = 4
 """Pivots (per arc and node) before a solve is reported as failed: real solves take
@@ -69,6 +72,57 @@ class Basis(NamedTuple):
     parent: np.ndarray
     keys: np.ndarray
     flow: np.ndarray
+
+
+class Status(enum.IntEnum):
+    """How ``_simplex`` ended."""
+
+    OPTIMAL = 0
+    OUT_OF_PIVOTS = 1
+    """``max_iter`` pivots without an optimum."""
+    INFEASIBLE = 2
+    """The arcs admit no coupling of the masses (mass left on an artificial arc), or a
+    cycle without a blocking arc."""
+
+
+class Arcs(NamedTuple):
+    """An LP's arcs (nodes: rows ``0..Q-1``, columns ``Q..Q+M-1``, the root ``Q+M``).
+
+    Attributes:
+      src: [A] int32 each real arc's row; tgt: [A] int32 its column.
+      cost: [A + 2(Q+M)] the real arcs' costs, then the artificial arcs': ``A + u`` is
+        row ``u``'s arc to the root (cost 0) or the root's to column ``u`` (big M
+        ``+ guide``), ``A + Q + M + u`` column ``u``'s to the root (``−guide``).
+    """
+
+    src: np.ndarray
+    tgt: np.ndarray
+    cost: np.ndarray
+
+
+class Tree(NamedTuple):
+    """The spanning tree a solve pivots, LEMON's arrays ([Q+M+1] unless said).
+
+    Attributes:
+      parent, pred, flow: each node's parent (the root's: -1), the index in ``Arcs.cost``
+        of the arc above it, and that arc's flow (kept on the lower node).
+      thread, rev, succ, last: the core's preorder (cyclic through the root), its reverse,
+        subtree sizes (0 marks a leaf row outside the core) and last successors.
+      pi: the core's potentials (reduced cost ``c + pi[row] − pi[col]``).
+      rowc: [Q] each row's tree arc's cost: a row's potential is its parent's minus it.
+      dirty: scratch of ``_update_tree`` (thread entries whose reverse it sets again).
+    """
+
+    parent: np.ndarray
+    pred: np.ndarray
+    flow: np.ndarray
+    thread: np.ndarray
+    rev: np.ndarray
+    succ: np.ndarray
+    last: np.ndarray
+    pi: np.ndarray
+    rowc: np.ndarray
+    dirty: np.ndarray
 
 
 def refine(basis: Basis, groups, a, row_points, col_points, guide, metric: str
@@ -250,32 +304,57 @@ def solve(a, b, rows, cols, costs, start: Basis | None = None, guide=None,
     if max_iter is None:
         max_iter = PIVOTS_PER_SIZE * (len(keys) + q + m)
     tol = TOL * max(1.0, float(np.abs(costs).max(initial=0.0)))
-    tree = None if start is None else _restart(a, b, keys, start)
-    cold = tree is None
-    if cold:
-        tree = (np.empty(q + m + 1, np.int32), np.empty(q + m + 1, np.int32), np.empty(q + m + 1))
-    parent, pred, flow = tree
-    guide = np.zeros(m) if guide is None else np.asarray(guide, np.float64)
-    status, pivots, pi = _simplex(q, a, b, rows.astype(np.int32), (cols + q).astype(np.int32),
-                                  costs, guide, parent, pred, flow, cold, tol, max_iter)
-    if status == 1:
+    guide = np.zeros(m) if guide is None else np.ascontiguousarray(guide, np.float64)
+    # big M: small (potentials stay small, pricing sees no round-off of it); _simplex
+    # raises it while an optimum still sends mass through the root
+    art = 4.0 * (np.abs(costs).max() + np.abs(guide).max() + 1.0) if len(keys) else 1.0
+    arcs = Arcs(rows.astype(np.int32), (cols + q).astype(np.int32),
+                _arc_costs(costs, guide, q, art))
+    basis = None if start is None else _restart(a, b, keys, start)
+    tree = _new_tree(q, m, basis)
+    if basis is None:
+        _hang_rows(q, a, b, arcs, guide, tree)
+    status, pivots, pi = _simplex(q, arcs, tree, guide, art, basis is None, tol, max_iter)
+    if status == Status.OUT_OF_PIVOTS:
         raise RuntimeError(f"network simplex: no optimum within {max_iter} pivots")
-    if status == 2:
+    if status == Status.INFEASIBLE:
         raise RuntimeError("network simplex: the arcs admit no coupling of the masses")
-    parent, pred, flow = parent[:-1], pred[:-1], flow[:-1]
+    parent, pred, flow = tree.parent[:-1], tree.pred[:-1], tree.flow[:-1]
     real = pred < len(keys)
-    arcs = np.sort(pred[real & (flow > 0)])
+    arcs_used = np.sort(pred[real & (flow > 0)])
     arc_flow = np.zeros(len(keys))
     arc_flow[pred[real]] = flow[real]
     codes = np.where(pred < len(keys) + q + m, -1, -2)
     basis = Basis(parent.copy(), np.where(real, keys[np.where(real, pred, 0)], codes),
                   flow.copy())
-    return rows[arcs], cols[arcs], arc_flow[arcs], -pi[:q], pi[q:q + m], basis, pivots
+    return (rows[arcs_used], cols[arcs_used], arc_flow[arcs_used], -pi[:q], pi[q:q + m], basis,
+            pivots)
+
+
+def _arc_costs(costs, guide, q: int, art: float) -> np.ndarray:
+    """``Arcs.cost``: the real arcs' ``costs``, then the artificial arcs' (big M ``art``)."""
+    n_arcs, root = len(costs), q + len(guide)
+    cost = np.zeros(n_arcs + 2 * root)
+    cost[:n_arcs] = costs
+    cost[n_arcs + q:n_arcs + root] = art + guide
+    cost[n_arcs + root + q:] = -guide
+    return cost
+
+
+def _new_tree(q: int, m: int, basis) -> Tree:
+    """A ``Tree`` holding the basis ``(parent, pred, flow)`` (``_restart``'s), or to be
+    filled by ``_hang_rows`` (``basis`` None)."""
+    n = q + m + 1
+    if basis is None:
+        basis = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n)
+    parent, pred, flow = basis
+    return Tree(parent, pred, flow, *(np.empty(n, np.int32) for _ in range(4)), np.empty(n),
+                np.empty(q), np.empty(n, np.int32))
 
 
 def _restart(a, b, keys, start: Basis):
-    """The tree of ``start`` on the arcs ``keys`` (artificial arcs as negative codes), or
-    None if it does not fit (an arc gone, other masses)."""
+    """The tree of ``start`` on the arcs ``keys`` (``Tree``'s parent, pred, flow), or None
+    if it does not fit (an arc gone, other masses)."""
     q, m = len(a), len(b)
     if len(start.parent) != q + m:
         return None
@@ -285,7 +364,9 @@ def _restart(a, b, keys, start: Basis):
                                              != start.keys[real]):
         return None
     parent = np.append(np.asarray(start.parent, np.int32), -1).astype(np.int32)
-    pred = np.append(np.asarray(start.keys), -1).astype(np.int32)
+    nodes = np.arange(q + m)
+    artificial = np.where(start.keys == -1, len(keys) + nodes, len(keys) + q + m + nodes)
+    pred = np.append(artificial, -1).astype(np.int32)
     pred[:-1][real] = index
     flow = np.append(np.asarray(start.flow, np.float64), 0.0)
     # the tree's flows must balance these masses: rows send a, columns receive b
@@ -298,142 +379,237 @@ def _restart(a, b, keys, start: Basis):
 
 
 @numba.njit(cache=True, nogil=True)
-def _thread(parent, thread, rev, succ, last, q, compact):
-    """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
-    successors of the tree ``parent`` (children in node order); with ``compact``, of its
-    core: the tree without its leaf rows, which get ``succ`` 0.  Returns the core's size
-    (0: not a tree)."""
-    n = len(parent)
-    root = n - 1
-    children = np.zeros(n, np.int32)
-    for u in range(root):
-        children[parent[u]] += 1
-    first = np.zeros(n + 1, np.int32)
-    for u in range(root):
-        if not compact or u >= q or children[u] > 0:
-            first[parent[u] + 1] += 1
-    for u in range(n):
-        first[u + 1] += first[u]
-    fill = first[:-1].copy()
-    child = np.empty(max(n - 1, 1), np.int32)
-    for u in range(root):
-        if not compact or u >= q or children[u] > 0:
-            child[fill[parent[u]]] = u
-            fill[parent[u]] += 1
-    order = np.empty(n, np.int32)
-    stack = np.empty(n, np.int32)
-    stack[0] = root
-    top, k = 1, 0
-    while top > 0:
-        top -= 1
-        u = stack[top]
-        order[k] = u
-        k += 1
-        for i in range(first[u + 1] - 1, first[u] - 1, -1):
-            stack[top] = child[i]
-            top += 1
-    if k != first[n] + 1:
-        return 0  # not a tree: a cycle misses the root
-    for i in range(k):
-        thread[order[i]] = order[(i + 1) % k]
-        rev[order[(i + 1) % k]] = order[i]
-    succ[:] = 0
-    for i in range(k):
-        succ[order[i]] = 1
-    for i in range(k - 1, 0, -1):
-        succ[parent[order[i]]] += succ[order[i]]
-    position = np.empty(n, np.int32)
-    for i in range(k):
-        position[order[i]] = i
-    for i in range(k):
-        u = order[i]
-        last[u] = order[position[u] + succ[u] - 1]
-    return k
-
-
-@numba.njit(cache=True, nogil=True)
-def _potentials(q, parent, pred, cost, thread, pi, art):
-    """Potentials from the tree (zero reduced cost on its arcs); the root sits at ``-art``
-    when a column hangs from it, so that potentials of a tree of real arcs stay small."""
+def _hang_rows(q, a, b, arcs, guide, tree):
+    """A cold start: each row on its arc of least ``cost − guide``, each column on the
+    root (an arc to the root for its excess, from it for its shortage), rows without
+    arcs on the root; strongly feasible (the arcs of zero flow point to the root)."""
+    parent, pred, flow = tree.parent, tree.pred, tree.flow
+    src, tgt, cost = arcs.src, arcs.tgt, arcs.cost
     root = len(parent) - 1
-    n_up = len(cost) - root
-    pi[root] = 0.0
-    for u in range(q, root):
-        if parent[u] == root and pred[u] < n_up:
-            pi[root] = -art
-    u = thread[root]
-    while u != root:
-        up = u < q or pred[u] >= n_up
-        pi[u] = pi[parent[u]] - cost[pred[u]] if up else pi[parent[u]] + cost[pred[u]]
-        u = thread[u]
+    n_arcs = len(src)
+    n_up = n_arcs + root
+    cheapest = np.empty(q, np.int64)
+    best = np.empty(q)
+    for r in range(q):
+        cheapest[r] = -1
+    for e in range(n_arcs):
+        r = src[e]
+        if cheapest[r] < 0 or cost[e] - guide[tgt[e] - q] < best[r]:
+            cheapest[r], best[r] = e, cost[e] - guide[tgt[e] - q]
+    excess = np.empty(root - q)
+    for j in range(root - q):
+        excess[j] = -b[j]
+    for r in range(q):
+        e = cheapest[r]
+        if e < 0:
+            parent[r], pred[r] = root, n_arcs + r
+        else:
+            parent[r], pred[r] = tgt[e], e
+            excess[tgt[e] - q] += a[r]
+        flow[r] = a[r]
+    for j in range(q, root):
+        parent[j] = root
+        if excess[j - q] < 0:
+            pred[j], flow[j] = n_arcs + j, -excess[j - q]
+        else:
+            pred[j], flow[j] = n_up + j, excess[j - q]
+    parent[root] = -1
 
 
 @numba.njit(cache=True, nogil=True)
-def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ, last, pi,
-           dirty, n_core, rowc):
-    """Enter arc ``e_in`` (reduced cost ``r_in``): augment around its cycle, swap the
-    leaving arc out of the tree (LEMON's update of the thread, subtree sizes and last
-    successors of the core), shift the potentials of the moved subtree.  Rows' entries
-    of ``pi`` are not read: a row's potential is its parent's minus ``rowc``, its tree
-    arc's cost.  Returns the core's size, or 0 if the cycle is unbounded."""
-    n_up = len(cost) - len(parent) + 1
-    s, t = src[e_in], tgt[e_in]
+def _simplex(q, arcs, tree, guide, art, cold, tol, max_iter):
+    """Pivot from the basis in ``tree`` (parent, pred, flow; updated in place) to an
+    optimum, LEMON's loop: price for an entering arc, pivot on it; when none is left,
+    price again on potentials computed afresh (no drift) and, while an optimum still
+    sends mass through the root, raise the big M ``art`` (up to LEMON's sure bound).
+    Returns (``Status``; pivots; dual potentials with every component of real tree arcs
+    kept near zero)."""
+    n = len(tree.parent)
+    root = n - 1
+    n_arcs = len(arcs.src)
+    sure = art * n
+    n_core = _thread(tree, q)
+    if n_core == 0:
+        return Status.INFEASIBLE, 0, tree.pi
+    _potentials(q, arcs, tree, art)
+    base, pivots = tree.pi[root], 0
+    for u in range(q):
+        tree.rowc[u] = arcs.cost[tree.pred[u]]
+    rebuild = max(CORE_REBUILD, n // 32)
+    scale = BLOCK_COLD if cold and n >= LARGE_LP else 1.0
+    block = max(int(np.ceil(scale * np.sqrt(n_arcs))), 10)
+    next_arc, checked = np.int64(0), False  # (not a literal: one compiled signature)
+    while n_arcs:
+        e_in, reduced, next_arc = _find_entering(arcs, tree, tol, block, next_arc)
+        if e_in < 0:
+            if checked:
+                if art >= sure or not _through_root(tree, n_arcs):
+                    break
+                art *= 16.0
+                for j in range(q, root):
+                    arcs.cost[n_arcs + j] = art + guide[j - q]
+            _potentials(q, arcs, tree, art)  # no drift: price again
+            base = tree.pi[root]
+            checked = True
+            continue
+        checked = False
+        if pivots >= max_iter:
+            return Status.OUT_OF_PIVOTS, pivots, tree.pi
+        n_core = _pivot(q, e_in, reduced, arcs, tree, n_core)
+        if n_core == 0:
+            return Status.INFEASIBLE, pivots, tree.pi
+        pivots += 1
+        if pivots % rebuild == 0:  # rows that became leaves leave the core
+            n_core = _thread(tree, q)
+        if abs(tree.pi[root] - base) > art:  # potentials drifted: their round-off would grow
+            _potentials(q, arcs, tree, art)
+            base = tree.pi[root]
+    if _through_root(tree, n_arcs):
+        return Status.INFEASIBLE, pivots, tree.pi
+    _thread(tree, np.int64(0))  # (not a literal 0: one compiled signature)
+    return Status.OPTIMAL, pivots, _duals(q, arcs, tree)
+
+
+@numba.njit(cache=True, nogil=True)
+def _find_entering(arcs, tree, tol, block, start):
+    """LEMON's block search: scan the arcs cyclically from ``start`` in blocks of
+    ``block``, and take the arc of least reduced cost of the first block that holds one
+    below ``-tol``.  Returns (the arc, or -1 if none; its reduced cost; where the next
+    search starts)."""
+    src, tgt, cost = arcs.src, arcs.tgt, arcs.cost
+    parent, pi, rowc = tree.parent, tree.pi, tree.rowc
+    n_arcs = len(src)
+    e_in, best, count, e = -1, -tol, block, start
+    for _ in range(n_arcs):
+        row = src[e]
+        r = cost[e] + pi[parent[row]] - rowc[row] - pi[tgt[e]]
+        if r < best:
+            best, e_in = r, e
+        e += 1
+        if e == n_arcs:
+            e = 0
+        count -= 1
+        if count == 0:
+            if e_in >= 0:
+                break
+            count = block
+    return e_in, best, e
+
+
+@numba.njit(cache=True, nogil=True)
+def _pivot(q, e_in, r_in, arcs, tree, n_core):
+    """Enter arc ``e_in`` (reduced cost ``r_in``) in LEMON's steps: find the cycle's
+    apex, the leaving arc, change the flow around the cycle, update the tree, shift the
+    potentials of the moved subtree.  A leaf row outside the core whose own arc leaves
+    just moves; one that the pivot makes internal enters the core first.  Returns the
+    core's size, or 0 if the cycle is unbounded."""
+    s, t = arcs.src[e_in], arcs.tgt[e_in]
+    join = _find_join(s, t, tree)
+    u_out, on_source_side, delta = _find_leaving(q, s, t, join, arcs, tree)
+    if u_out < 0:
+        return 0
+    _change_flow(q, s, t, join, delta, arcs, tree)
+    if tree.succ[s] == 0:  # a leaf row outside the core
+        if u_out == s:  # moves to t: its potential follows t's, no thread to update
+            tree.parent[s], tree.pred[s], tree.flow[s] = t, e_in, delta
+            tree.rowc[s] = arcs.cost[e_in]
+            return n_core
+        _enter_core(s, tree)
+        n_core += 1
+    u_in, v_in = (s, t) if on_source_side else (t, s)
+    _update_tree(q, u_in, v_in, u_out, join, arcs, tree)
+    tree.pred[u_in], tree.flow[u_in] = e_in, delta
+    if u_in < q:
+        tree.rowc[u_in] = arcs.cost[e_in]
+    # shift u_in's side so that e_in's reduced cost is zero
+    _update_potentials(u_in, -r_in if u_in < q else r_in, tree, n_core)
+    return n_core
+
+
+@numba.njit(cache=True, nogil=True)
+def _points_up(u, q, pred, n_up):
+    """Whether the tree arc above node ``u`` points to its parent (a row's, or a column's
+    artificial arc to the root): flow around a cycle runs against it on the source side."""
+    return u < q or pred[u] >= n_up
+
+
+@numba.njit(cache=True, nogil=True)
+def _find_join(s, t, tree):
+    """The apex of the cycle that arc ``s → t`` closes (a leaf row, succ 0, climbs first)."""
+    parent, succ = tree.parent, tree.succ
     u, v = s, t
-    while u != v:  # the apex (join) of the cycle (a leaf row, succ 0, climbs first)
+    while u != v:
         if succ[u] < succ[v]:
             u = parent[u]
         else:
             v = parent[v]
-    join = u
-    # leaving arc: the last blocking one along the cycle from the apex (strongly
-    # feasible), flows within ZERO of the least one blocking alike
+    return u
+
+
+@numba.njit(cache=True, nogil=True)
+def _find_leaving(q, s, t, join, arcs, tree):
+    """The leaving arc: the last blocking one along the cycle from the apex (strongly
+    feasible), flows within ``ZERO`` of the least one blocking alike.  Returns (the node
+    below it, or -1 if nothing blocks; whether it is on the source ``s``'s side; the flow
+    the cycle carries, 0 if within ``ZERO``)."""
+    parent, pred, flow = tree.parent, tree.pred, tree.flow
+    n_up = len(arcs.src) + len(parent) - 1
     delta = np.inf
     u = s  # the flow runs down this side: arcs pointing up (above rows) decrease
     while u != join:
-        if (u < q or pred[u] >= n_up) and flow[u] < delta:
+        if _points_up(u, q, pred, n_up) and flow[u] < delta:
             delta = flow[u]
         u = parent[u]
     u = t  # and up this side: arcs pointing down (above columns) decrease
     while u != join:
-        if u >= q and pred[u] < n_up and flow[u] < delta:
+        if not _points_up(u, q, pred, n_up) and flow[u] < delta:
             delta = flow[u]
         u = parent[u]
     if delta == np.inf:
-        return 0
+        return -1, False, delta
     blocking = delta + ZERO
-    u_out, side = -1, 2
+    u_out = -1
     u = t
     while u != join:
-        if u >= q and pred[u] < n_up and flow[u] <= blocking:
+        if not _points_up(u, q, pred, n_up) and flow[u] <= blocking:
             u_out = u
         u = parent[u]
-    if u_out < 0:
-        side = 1
+    on_source_side = u_out < 0
+    if on_source_side:
         u = s
-        while not ((u < q or pred[u] >= n_up) and flow[u] <= blocking):
+        while not (_points_up(u, q, pred, n_up) and flow[u] <= blocking):
             u = parent[u]
         u_out = u
-    if delta <= ZERO:
-        delta = 0.0
-    else:
-        u = s
-        while u != join:
-            flow[u] += -delta if u < q or pred[u] >= n_up else delta
-            u = parent[u]
-        u = t
-        while u != join:
-            flow[u] += delta if u < q or pred[u] >= n_up else -delta
-            u = parent[u]
-    u_in, v_in = (s, t) if side == 1 else (t, s)
-    sigma = -r_in if u_in < q else r_in  # shifts u_in's side to zero e_in's reduced cost
-    if succ[s] == 0:  # a leaf row outside the core
-        if u_out == s:  # moves to t: its potential follows t's, no thread to update
-            parent[s], pred[s], flow[s] = t, e_in, delta
-            rowc[s] = cost[e_in]
-            return n_core
-        _enter_core(s, parent, thread, rev, succ, last)
-        n_core += 1
+    return u_out, on_source_side, 0.0 if delta <= ZERO else delta
 
+
+@numba.njit(cache=True, nogil=True)
+def _change_flow(q, s, t, join, delta, arcs, tree):
+    """Augment ``delta`` around the cycle of arc ``s → t`` (nothing if 0)."""
+    if delta == 0.0:
+        return
+    parent, pred, flow = tree.parent, tree.pred, tree.flow
+    n_up = len(arcs.src) + len(parent) - 1
+    u = s
+    while u != join:
+        flow[u] += -delta if _points_up(u, q, pred, n_up) else delta
+        u = parent[u]
+    u = t
+    while u != join:
+        flow[u] += delta if _points_up(u, q, pred, n_up) else -delta
+        u = parent[u]
+
+
+@numba.njit(cache=True, nogil=True)
+def _update_tree(q, u_in, v_in, u_out, join, arcs, tree):
+    """Swap the leaving arc (above ``u_out``) for the entering one (``u_in`` under
+    ``v_in``): re-hang the stem ``u_in … u_out`` under ``v_in``, reversing its parent
+    links and arcs, and update the core's thread, reverse thread, subtree sizes and last
+    successors (LEMON's ``updateTreeStructure``).  The entering arc's own pred and flow
+    are the caller's to set."""
+    parent, pred, flow, rowc = tree.parent, tree.pred, tree.flow, tree.rowc
+    thread, rev, succ, last, dirty = tree.thread, tree.rev, tree.succ, tree.last, tree.dirty
+    cost = arcs.cost
     old_rev, old_succ, old_last = rev[u_out], succ[u_out], last[u_out]
     v_out = parent[u_out]
     if u_in == u_out:
@@ -489,9 +665,6 @@ def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ,
             last[p] = stem_last
             u = p
         succ[u_in] = old_succ
-    pred[u_in], flow[u_in] = e_in, delta  # (after the stem, which read u_in's old arc)
-    if u_in < q:
-        rowc[u_in] = cost[e_in]
 
     up_limit_out = join if last[join] == v_in else -1
     last_out = last[u_out]
@@ -518,23 +691,30 @@ def _pivot(q, e_in, r_in, src, tgt, cost, parent, pred, flow, thread, rev, succ,
         succ[u] -= old_succ
         u = parent[u]
 
-    end = thread[last[u_in]]
-    if 2 * succ[u_in] <= n_core:
+
+@numba.njit(cache=True, nogil=True)
+def _update_potentials(u_in, sigma, tree, n_core):
+    """Shift the potentials of ``u_in``'s subtree by ``sigma``, or, if it is the larger
+    side of the core, those of the rest of the tree (root included) by ``−sigma``: the
+    same reduced costs."""
+    thread, pi = tree.thread, tree.pi
+    end = thread[tree.last[u_in]]
+    if 2 * tree.succ[u_in] <= n_core:
         u = u_in
         while u != end:
             pi[u] += sigma
             u = thread[u]
-    else:  # the same reduced costs: shift the rest of the tree (root included) back
+    else:
         u = end
         while u != u_in:
             pi[u] -= sigma
             u = thread[u]
-    return n_core
 
 
 @numba.njit(cache=True, nogil=True)
-def _enter_core(s, parent, thread, rev, succ, last):
+def _enter_core(s, tree):
     """Put the leaf row ``s`` into the core, as its parent's first child."""
+    parent, thread, rev, succ, last = tree.parent, tree.thread, tree.rev, tree.succ, tree.last
     c = parent[s]
     after = thread[c]
     thread[c], rev[s], thread[s], rev[after] = s, c, after, s
@@ -551,127 +731,86 @@ def _enter_core(s, parent, thread, rev, succ, last):
 
 
 @numba.njit(cache=True, nogil=True)
-def _hang_rows(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow):
-    """A cold start: each row on its arc of least ``cost − guide``, each column on the
-    root (an arc to the root for its excess, from it for its shortage), rows without
-    arcs on the root; strongly feasible (the arcs of zero flow point to the root)."""
-    root = len(parent) - 1
-    n_arcs, n_up = len(arc_cost), len(arc_cost) + root
-    cheapest = np.full(q, -1, np.int64)
-    best = np.empty(q)
-    for e in range(n_arcs):
-        r = src[e]
-        if cheapest[r] < 0 or arc_cost[e] - guide[tgt[e] - q] < best[r]:
-            cheapest[r], best[r] = e, arc_cost[e] - guide[tgt[e] - q]
-    excess = -b
-    for r in range(q):
-        e = cheapest[r]
-        if e < 0:
-            parent[r], pred[r] = root, n_arcs + r
-        else:
-            parent[r], pred[r] = tgt[e], e
-            excess[tgt[e] - q] += a[r]
-        flow[r] = a[r]
-    for j in range(q, root):
-        parent[j] = root
-        if excess[j - q] < 0:
-            pred[j], flow[j] = n_arcs + j, -excess[j - q]
-        else:
-            pred[j], flow[j] = n_up + j, excess[j - q]
-    parent[root] = -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _simplex(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow, cold, tol, max_iter):
-    """Pivot from the tree ``parent`` / ``pred`` / ``flow`` (updated in place; built by
-    ``_hang_rows`` if ``cold``; artificial arcs ``-1``: a row's to the root, the root's
-    to a column; ``-2``: a column's to the root) to an optimum.  Returns (status: 0
-    optimal, 1 out of pivots, 2 infeasible; pivots; dual potentials with every
-    component of real tree arcs kept near zero)."""
+def _thread(tree, leaf_rows):
+    """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
+    successors of the tree ``parent`` (children in node order), of its core: the tree
+    without the rows below ``leaf_rows`` that have no children (0: the whole tree), which
+    get ``succ`` 0.  Returns the core's size (0: not a tree)."""
+    parent, thread, rev, succ, last = tree.parent, tree.thread, tree.rev, tree.succ, tree.last
     n = len(parent)
     root = n - 1
-    n_arcs = len(arc_cost)
-    # big M: small (potentials stay small, pricing sees no round-off of it), raised
-    # while an optimum still sends mass through the root, up to LEMON's sure bound
-    art = 4.0 * (np.abs(arc_cost).max() + np.abs(guide).max() + 1.0) if n_arcs else 1.0
-    sure = art * n
-    # real arcs; artificial arcs of rows (to the root), of columns from the root; of
-    # columns to the root (their costs put the columns' potentials at ``guide``)
-    cost = np.zeros(n_arcs + 2 * root)
-    cost[:n_arcs] = arc_cost
-    cost[n_arcs + q:n_arcs + root] = art + guide
-    cost[n_arcs + root + q:] = -guide
-    if cold:
-        _hang_rows(q, a, b, src, tgt, arc_cost, guide, parent, pred, flow)
-    else:
-        for u in range(root):
-            if pred[u] < 0:
-                pred[u] = n_arcs + u if pred[u] == -1 else n_arcs + root + u
-    thread = np.empty(n, np.int32)
-    rev, succ, last = np.empty_like(thread), np.empty_like(thread), np.empty_like(thread)
-    dirty = np.empty(n, np.int32)
-    pi = np.empty(n)
-    n_core = _thread(parent, thread, rev, succ, last, q, True)
-    if n_core == 0:
-        return 2, 0, pi
-    _potentials(q, parent, pred, cost, thread, pi, art)
-    base, pivots = pi[root], 0
-    rowc = np.empty(q)  # each row's tree arc's cost: its potential is its parent's minus it
-    for u in range(q):
-        rowc[u] = cost[pred[u]]
-    rebuild = max(CORE_REBUILD, n // 32)
-
-    scale = BLOCK_COLD if cold and n >= LARGE_LP else 1.0
-    block = max(int(np.ceil(scale * np.sqrt(n_arcs))), 10)
-    next_arc, checked = 0, False
-    while n_arcs:
-        e_in, best, count, e = -1, -tol, block, next_arc
-        for _ in range(n_arcs):
-            row = src[e]
-            r = arc_cost[e] + pi[parent[row]] - rowc[row] - pi[tgt[e]]
-            if r < best:
-                best, e_in = r, e
-            e += 1
-            if e == n_arcs:
-                e = 0
-            count -= 1
-            if count == 0:
-                if e_in >= 0:
-                    break
-                count = block
-        next_arc = e
-        if e_in < 0:
-            if checked:
-                if art >= sure or not _through_root(flow, pred, n_arcs):
-                    break
-                art *= 16.0
-                cost[n_arcs + q:n_arcs + root] = art + guide
-            _potentials(q, parent, pred, cost, thread, pi, art)  # no drift: price again
-            base = pi[root]
-            checked = True
-            continue
-        checked = False
-        if pivots >= max_iter:
-            return 1, pivots, pi
-        n_core = _pivot(q, e_in, best, src, tgt, cost, parent, pred, flow, thread, rev, succ,
-                        last, pi, dirty, n_core, rowc)
-        if n_core == 0:
-            return 2, pivots, pi
-        pivots += 1
-        if pivots % rebuild == 0:  # rows that became leaves leave the core
-            n_core = _thread(parent, thread, rev, succ, last, q, True)
-        if abs(pi[root] - base) > art:  # potentials drifted: their round-off would grow
-            _potentials(q, parent, pred, cost, thread, pi, art)
-            base = pi[root]
-    if _through_root(flow, pred, n_arcs):
-        return 2, pivots, pi
-    _thread(parent, thread, rev, succ, last, q, False)
-    return 0, pivots, _duals(q, parent, pred, cost, thread, src, tgt, n_arcs)
+    children = np.zeros(n, np.int32)
+    for u in range(root):
+        children[parent[u]] += 1
+    first = np.zeros(n + 1, np.int32)
+    for u in range(root):
+        if u >= leaf_rows or children[u] > 0:
+            first[parent[u] + 1] += 1
+    for u in range(n):
+        first[u + 1] += first[u]
+    fill = np.empty(n, np.int32)
+    for u in range(n):
+        fill[u] = first[u]
+    child = np.empty(max(n - 1, 1), np.int32)
+    for u in range(root):
+        if u >= leaf_rows or children[u] > 0:
+            child[fill[parent[u]]] = u
+            fill[parent[u]] += 1
+    order = np.empty(n, np.int32)
+    stack = np.empty(n, np.int32)
+    stack[0] = root
+    top, k = 1, 0
+    while top > 0:
+        top -= 1
+        u = stack[top]
+        order[k] = u
+        k += 1
+        for i in range(first[u + 1] - 1, first[u] - 1, -1):
+            stack[top] = child[i]
+            top += 1
+    if k != first[n] + 1:
+        return 0  # not a tree: a cycle misses the root
+    for i in range(k):
+        thread[order[i]] = order[(i + 1) % k]
+        rev[order[(i + 1) % k]] = order[i]
+    for u in range(n):
+        succ[u] = 0
+    for i in range(k):
+        succ[order[i]] = 1
+    for i in range(k - 1, 0, -1):
+        succ[parent[order[i]]] += succ[order[i]]
+    position = np.empty(n, np.int32)
+    for i in range(k):
+        position[order[i]] = i
+    for i in range(k):
+        u = order[i]
+        last[u] = order[position[u] + succ[u] - 1]
+    return k
 
 
 @numba.njit(cache=True, nogil=True)
-def _through_root(flow, pred, n_arcs):
+def _potentials(q, arcs, tree, art):
+    """Potentials from the tree (zero reduced cost on its arcs); the root sits at ``-art``
+    when a column hangs from it, so that potentials of a tree of real arcs stay small."""
+    parent, pred, thread, pi = tree.parent, tree.pred, tree.thread, tree.pi
+    cost = arcs.cost
+    root = len(parent) - 1
+    n_up = len(arcs.src) + root
+    pi[root] = 0.0
+    for u in range(q, root):
+        if parent[u] == root and pred[u] < n_up:
+            pi[root] = -art
+    u = thread[root]
+    while u != root:
+        pi[u] = (pi[parent[u]] - cost[pred[u]] if _points_up(u, q, pred, n_up)
+                 else pi[parent[u]] + cost[pred[u]])
+        u = thread[u]
+
+
+@numba.njit(cache=True, nogil=True)
+def _through_root(tree, n_arcs):
     """Whether artificial arcs carry more than round-off."""
+    pred, flow = tree.pred, tree.flow
     for u in range(len(flow) - 1):
         if pred[u] >= n_arcs and flow[u] > FLOW_TOL:
             return True
@@ -679,10 +818,14 @@ def _through_root(flow, pred, n_arcs):
 
 
 @numba.njit(cache=True, nogil=True)
-def _duals(q, parent, pred, cost, thread, src, tgt, n_arcs):
-    """Potentials of the optimal tree without the artificial costs: zero at the top of
-    each component of real arcs, then components shifted (shortest paths over the arcs
-    between them) so that every reduced cost is non-negative."""
+def _duals(q, arcs, tree):
+    """Potentials of the optimal tree (``thread`` over the whole tree) without the
+    artificial costs: zero at the top of each component of real arcs, then components
+    shifted (shortest paths over the arcs between them) so that every reduced cost is
+    non-negative."""
+    parent, pred, thread = tree.parent, tree.pred, tree.thread
+    src, tgt, cost = arcs.src, arcs.tgt, arcs.cost
+    n_arcs = len(src)
     n = len(parent)
     root = n - 1
     comp = np.zeros(n, np.int32)

@@ -45,17 +45,7 @@ from jaxsynth.wasserstein.exact.certificate import (
     line_w1,
     pair_cost,
 )
-from jaxsynth.wasserstein.exact.levels import (
-    ExactData,
-    Level,
-    _adapted_level,
-    _inherited_arcs,
-    _mean_costs,
-    _morton_order,
-    _northwest_arcs,
-    _pushed,
-    _unique_arcs,
-)
+from jaxsynth.wasserstein.exact.levels import ExactData, Level
 
 __all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "region_threads",
            "w1_exact", "w1_exact_replicate"]
@@ -196,7 +186,7 @@ def _replicate_inputs(data: ExactData, points, weights, metric, rtol, times, pas
                       ) -> Replicate:
     atoms = np.asarray(points, np.float32).astype(np.float64)
     w = np.asarray(weights, np.float64)
-    order = _morton_order(atoms)          # groups of consecutive atoms are compact
+    order = levels.morton_order(atoms)          # groups of consecutive atoms are compact
     atoms, w = atoms[order], w[order] / w.sum()
     y, size = _padded_atoms(atoms)
     diam = float(partition.diameter(0, data.X.shape[1], metric))
@@ -282,13 +272,13 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
     v = np.zeros(m) if coarsest else last.v
     tree = None if coarsest else _refined_tree(rep, last, level)
-    inherited = [] if coarsest else [_inherited_arcs(last.level, level, last.plan[0],
+    inherited = [] if coarsest else [levels.inherited_arcs(last.level, level, last.plan[0],
                                                      last.plan[1], m)]
     if tree is not None:
         inherited.append(tree.keys[tree.keys >= 0])
-    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
+    nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, k)
-    arcs = _unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
+    arcs = levels.unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
                         nw_rows * m + nw_cols)
     # the first LP starts from the level above's tree refined, or its column duals
     solution = None if coarsest else lp.Plan((), (), (), (), last.v, tree)
@@ -319,7 +309,7 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         violating = np.flatnonzero(fmin < u - 1e-12)
         if violating.size == 0:  # the level's LP is solved
             break
-        grown = _unique_arcs(arcs, _arcs_of(violating, best, m))
+        grown = levels.unique_arcs(arcs, _arcs_of(violating, best, m))
         if len(grown) == len(arcs):  # the level's LP is solved
             break
         arcs = grown
@@ -369,7 +359,7 @@ def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
     """The points' level of large data: by regions (shifted sweeps), then, if the gap is
     still above rtol, the plan-adapted level's LP for the lower end."""
     level = rep.data.levels[-1]
-    plan = _pushed(last.level, level, last.plan, rep.m)
+    plan = levels.pushed(last.level, level, last.plan, rep.m)
     for sweep in range(REGION_SWEEPS):
         plan = _regional(rep, level, plan, last.v, sweep * REGION // 2 % REGION)
         previous, pair = pair.upper, pair.tightened(upper=_upper(rep, level, plan))
@@ -408,8 +398,8 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
             best = _best_atoms(own, centroids[blocks], potentials, min(CANDIDATES, k))
             return np.repeat(blocks, best.shape[1]) * k + best.ravel()
 
-        nw_rows, nw_cols = _northwest_arcs(masses, sends)
-        arcs = _unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
+        nw_rows, nw_cols = levels.northwest_arcs(masses, sends)
+        arcs = levels.unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
                             region_arcs(np.arange(hi - lo), v[used]))
         chunks = jnp.asarray(point_chunks(centroids, bucket=True))
         solution = None
@@ -422,7 +412,7 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
             violating = np.flatnonzero(fmin < solution.u - 1e-12)
             if violating.size == 0:
                 break
-            grown = _unique_arcs(arcs, region_arcs(violating, solution.v))
+            grown = levels.unique_arcs(arcs, region_arcs(violating, solution.v))
             if len(grown) == len(arcs):
                 break
             arcs = grown
@@ -434,25 +424,26 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
 
 
 def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
-    """Both ends from the LP of the plan-adapted level (``_adapted_level``: the blocks of
-    ``coarse`` split by the atom the regions' coupling ``plan`` sends their points to; arc
-    costs the mean over a block's points, ``_mean_costs``).  Its duals, unlike the
-    regions', are one dual solution; and near-homogeneous blocks make them nearly the
-    points' own.  Column generation from the arcs that carry ``plan``, each block's best
-    atoms under ``v`` and north-west arcs, while a round lowers the LP's value by
-    ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate atoms that
-    few arcs reach, so the lower end is taken after each round)."""
+    """Both ends from the LP of the plan-adapted level (``levels.adapted_level``: the
+    blocks of ``coarse`` split by the atom the regions' coupling ``plan`` sends their
+    points to; arc costs the mean over a block's points, ``levels.mean_costs``).  Its
+    duals, unlike the regions', are one dual solution; and near-homogeneous blocks make
+    them nearly the points' own.  Column generation from the arcs that carry ``plan``,
+    each block's best atoms under ``v`` and north-west arcs, while a round lowers the
+    LP's value by ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate
+    atoms that few arcs reach, so the lower end is taken after each round)."""
     data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
-    level, carried = _adapted_level(data, coarse, plan, m)
+    level, carried = levels.adapted_level(data, coarse, plan, m)
     k = min(ADAPTED_CANDIDATES, m)
-    nw_rows, nw_cols = _northwest_arcs(level.masses, w)
+    nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, k)
-    arcs = _unique_arcs(carried, _arcs_of(np.arange(level.size), best, m), nw_rows * m + nw_cols)
+    arcs = levels.unique_arcs(carried, _arcs_of(np.arange(level.size), best, m),
+                              nw_rows * m + nw_cols)
     previous, solution = np.inf, None
     for _ in range(MAX_ROUNDS):
         r, c = np.divmod(arcs, m)
         solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
-                       _mean_costs(data, level, r, c, rep.atoms, rep.metric), solution)
+                       levels.mean_costs(data, level, r, c, rep.atoms, rep.metric), solution)
         u, v = solution.u, solution.v
         pair = pair.tightened(_lower_end(rep, v)[0], _upper(rep, level, solution[:3]))
         value = float(np.dot(level.masses, u) + np.dot(w, v))
@@ -462,7 +453,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
         # candidates from the centroids' reduced costs (a norm is convex: mean costs are
         # never below the centroid's)
         fmin, best = _scan(rep, level.chunks, level.size, v, k)
-        grown = _unique_arcs(arcs, _arcs_of(np.flatnonzero(fmin < u - 1e-12), best, m))
+        grown = levels.unique_arcs(arcs, _arcs_of(np.flatnonzero(fmin < u - 1e-12), best, m))
         if len(grown) == len(arcs):
             break
         arcs = grown
@@ -509,10 +500,10 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     One ``w1_exact_replicate`` per replicate on its positive atoms in canonical order
     (coordinates, then weight), so a replicate's pair depends only on its own atoms.
     Replicates run on a pool of ``THREADS_PER_CORE`` threads per CPU core (one per core
-    for data of more than ``levels.MAX_LP_BLOCKS`` points, whose replicates hold gigabytes): the
-    network simplex and JAX's computations release the GIL, so they run in parallel, and
-    a second thread per core runs while another holds the GIL for NumPy glue; each
-    replicate's computation is the same whatever thread runs it.  Cores left over (fewer
+    for data of more than ``levels.MAX_LP_BLOCKS`` points, whose replicates hold
+    gigabytes): the network simplex and JAX's computations release the GIL, so they run
+    in parallel, and a second thread per core runs while another holds the GIL for
+    NumPy glue; each replicate's computation is the same whatever thread runs it.  Cores left over (fewer
     replicates than cores) solve a replicate's regions in parallel (``threads``).
 
     With ``stacked``, the threads' passes over all atoms on an accelerator go to one

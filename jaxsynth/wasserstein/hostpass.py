@@ -17,12 +17,12 @@ integers, which the compiler vectorises where it leaves float minima scalar.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
 from jaxsynth.core import partition
+from jaxsynth.numba_cache import kernel
 
 __all__ = ["host_pass", "pruning_margin"]
 
@@ -47,7 +47,7 @@ def _float(typingctx, x):
     return types.float32(types.int32), codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _reduced_row(x, yT, v, linf, out):
     """``out[j]`` = the bits of ``c(x, y_j) − v_j`` (float32) for the atoms ``yT`` [d, S];
     returns the least of them.  One loop over the atoms per coordinate, the last one
@@ -73,7 +73,7 @@ def _reduced_row(x, yT, v, linf, out):
     return least
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _pick(keys, count, low, out):
     """``out[:count]``: the low bits (``& low``) of the ``count`` least ``keys``, least
     first (``ctransform._smallest``); the picked keys are overwritten."""
@@ -87,7 +87,7 @@ def _pick(keys, count, low, out):
                 keys[g] = _MAX
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _bit_length(value):
     """Bits of a positive integer (at least 1)."""
     bits = 1
@@ -96,7 +96,7 @@ def _bit_length(value):
     return bits
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
     """One point's c-transform (returned) and ``best[:k]``: positions (into ``yT``'s atoms,
     in group-major order: position ``t·G + g`` holds the group ``g``'s ``t``-th atom) as
@@ -126,7 +126,7 @@ def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
     return fmin
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _dense(x, yT, v, linf, k):
     """``host_pass`` on atoms in group-major order (``_point``)."""
     count, size = x.shape[0], len(v)
@@ -140,7 +140,7 @@ def _dense(x, yT, v, linf, k):
     return fmin, best
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _pruned(x, y, v, linf, k, box, margin):
     """``host_pass`` by boxes of ``box`` consecutive points, each against the groups of
     ``GROUP`` consecutive atoms that can hold one of its points' ``GROUP`` best atoms

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from jaxsynth.core import partition
+from jaxsynth.numba_cache import kernel
 
 __all__ = ["arc_cost_sums", "cost_matrix", "coupling_upper", "line_w1", "pair_cost"]
 
@@ -41,7 +41,7 @@ def cost_matrix(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
                  "chebyshev" if metric == "linf" else "euclidean")
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _arc_sums(X, index, starts, rows, cols, atoms, linf):
     """Per arc ``(rows[a], cols[a])``: the float64 sum of the costs from the points of
     block ``rows[a]`` (``X[index[starts[r]:starts[r + 1]]]``) to the atom ``atoms[cols[a]]``,

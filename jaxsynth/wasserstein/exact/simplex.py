@@ -5,12 +5,11 @@ POT's network simplex (LEMON's, in C++) can only be seeded with potentials and r
 its start every call.  This one returns its optimal spanning tree (``Basis``) and, given
 it on a superset of the arcs (same masses), starts there.
 
-The pivots are LEMON's (``lemon/network_simplex.h``, which POT runs), in its steps:
-block search pricing (``_find_entering``: blocks of ``sqrt(arcs)`` arcs, larger on large
-cold starts), then ``_pivot``'s find join, find leaving arc, change flow, update tree and
-update potentials, on a strongly feasible tree (no cycling on degenerate pivots) kept as
-parent / thread / subtree size / last successor arrays (``Tree``), so a pivot costs its
-cycle and the smaller side of the tree, whose potentials shift.  Those arrays hold only the
+The pivots are LEMON's (which POT runs), in its steps: block search pricing
+(``_find_entering``: blocks of ``sqrt(arcs)`` arcs, larger on large cold starts), then
+``_pivot``'s find join, find leaving arc, change flow, update tree, update potentials,
+on a strongly feasible tree (no cycling on degenerate pivots) kept as LEMON's arrays
+(``Tree``), so a pivot costs its cycle and the smaller side of the tree.  Those arrays hold only the
 tree's *core* (the columns and the rows with children): a row's potential is its
 parent's minus its tree arc's cost, read when pricing, so the leaf rows (nearly all,
 when points far outnumber atoms) never shift; a leaf row enters the core when a pivot
@@ -31,8 +30,9 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-import numba
 import numpy as np
+
+from jaxsynth.numba_cache import kernel
 
 __all__ = ["Basis", "Status", "refine", "solve"]
 
@@ -155,7 +155,7 @@ def refine(basis: Basis, groups, a, row_points, col_points, guide, metric: str
     return Basis(parent, keys, flow) if fits else None
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _distance(x, y, linf):
     """The ℓ∞ (``linf``) or ℓ2 distance of two points."""
     total = 0.0
@@ -168,7 +168,7 @@ def _distance(x, y, linf):
     return total if linf else np.sqrt(total)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _refine(groups, a, q, m, keys, flow, row_points, col_points, guide, linf):
     """``refine``'s tree: (fits, parent, keys, flow) over the finer rows and the columns."""
     n = groups[-1]
@@ -378,7 +378,7 @@ def _restart(a, b, keys, start: Basis):
     return parent, pred, flow
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _hang_rows(q, a, b, arcs, guide, tree):
     """A cold start: each row on its arc of least ``cost − guide``, each column on the
     root (an arc to the root for its excess, from it for its shortage), rows without
@@ -416,7 +416,7 @@ def _hang_rows(q, a, b, arcs, guide, tree):
     parent[root] = -1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _simplex(q, arcs, tree, guide, art, cold, tol, max_iter):
     """Pivot from the basis in ``tree`` (parent, pred, flow; updated in place) to an
     optimum, LEMON's loop: price for an entering arc, pivot on it; when none is left,
@@ -470,7 +470,7 @@ def _simplex(q, arcs, tree, guide, art, cold, tol, max_iter):
     return Status.OPTIMAL, pivots, _duals(q, arcs, tree)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _find_entering(arcs, tree, tol, block, start):
     """LEMON's block search: scan the arcs cyclically from ``start`` in blocks of
     ``block``, and take the arc of least reduced cost of the first block that holds one
@@ -496,7 +496,7 @@ def _find_entering(arcs, tree, tol, block, start):
     return e_in, best, e
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _pivot(q, e_in, r_in, arcs, tree, n_core):
     """Enter arc ``e_in`` (reduced cost ``r_in``) in LEMON's steps: find the cycle's
     apex, the leaving arc, change the flow around the cycle, update the tree, shift the
@@ -526,14 +526,14 @@ def _pivot(q, e_in, r_in, arcs, tree, n_core):
     return n_core
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _points_up(u, q, pred, n_up):
     """Whether the tree arc above node ``u`` points to its parent (a row's, or a column's
     artificial arc to the root): flow around a cycle runs against it on the source side."""
     return u < q or pred[u] >= n_up
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _find_join(s, t, tree):
     """The apex of the cycle that arc ``s → t`` closes (a leaf row, succ 0, climbs first)."""
     parent, succ = tree.parent, tree.succ
@@ -546,7 +546,7 @@ def _find_join(s, t, tree):
     return u
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _find_leaving(q, s, t, join, arcs, tree):
     """The leaving arc: the last blocking one along the cycle from the apex (strongly
     feasible), flows within ``ZERO`` of the least one blocking alike.  Returns (the node
@@ -583,7 +583,7 @@ def _find_leaving(q, s, t, join, arcs, tree):
     return u_out, on_source_side, 0.0 if delta <= ZERO else delta
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _change_flow(q, s, t, join, delta, arcs, tree):
     """Augment ``delta`` around the cycle of arc ``s → t`` (nothing if 0)."""
     if delta == 0.0:
@@ -600,7 +600,7 @@ def _change_flow(q, s, t, join, delta, arcs, tree):
         u = parent[u]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _update_tree(q, u_in, v_in, u_out, join, arcs, tree):
     """Swap the leaving arc (above ``u_out``) for the entering one (``u_in`` under
     ``v_in``): re-hang the stem ``u_in … u_out`` under ``v_in``, reversing its parent
@@ -692,7 +692,7 @@ def _update_tree(q, u_in, v_in, u_out, join, arcs, tree):
         u = parent[u]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _update_potentials(u_in, sigma, tree, n_core):
     """Shift the potentials of ``u_in``'s subtree by ``sigma``, or, if it is the larger
     side of the core, those of the rest of the tree (root included) by ``−sigma``: the
@@ -711,7 +711,7 @@ def _update_potentials(u_in, sigma, tree, n_core):
             u = thread[u]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _enter_core(s, tree):
     """Put the leaf row ``s`` into the core, as its parent's first child."""
     parent, thread, rev, succ, last = tree.parent, tree.thread, tree.rev, tree.succ, tree.last
@@ -730,7 +730,7 @@ def _enter_core(s, tree):
         u = parent[u]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _thread(tree, leaf_rows):
     """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
     successors of the tree ``parent`` (children in node order), of its core: the tree
@@ -788,7 +788,7 @@ def _thread(tree, leaf_rows):
     return k
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _potentials(q, arcs, tree, art):
     """Potentials from the tree (zero reduced cost on its arcs); the root sits at ``-art``
     when a column hangs from it, so that potentials of a tree of real arcs stay small."""
@@ -807,7 +807,7 @@ def _potentials(q, arcs, tree, art):
         u = thread[u]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _through_root(tree, n_arcs):
     """Whether artificial arcs carry more than round-off."""
     pred, flow = tree.pred, tree.flow
@@ -817,7 +817,7 @@ def _through_root(tree, n_arcs):
     return False
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _duals(q, arcs, tree):
     """Potentials of the optimal tree (``thread`` over the whole tree) without the
     artificial costs: zero at the top of each component of real arcs, then components

@@ -4,7 +4,8 @@
 
 For every benchmark with a file in ``benchmarks/results/`` (see ``results.py``), the
 newest run (by its ``date``) becomes one section: what its rows mean (``description``),
-the machine and versions it ran on, its rows as a table, and its ``notes`` (where the
+the machine and versions it ran on, its rows as a table (and any further ``tables``, a
+dict of titled row lists), and its ``notes`` (where the
 time goes, targets met or missed).  Older files are kept as the history; only the
 newest of each benchmark is shown.
 """
@@ -75,6 +76,9 @@ def section(record: dict) -> list[str]:
              f"Run {record['date']} on {where}; {ran} (`benchmarks/results/{record['_file']}`).",
              ""]
     lines += table(record["rows"]) + [""]
+    for title, rows in (record.get("tables") or {}).items():  # further tables, by title
+        if rows:
+            lines += [f"### {title}", ""] + table(rows) + [""]
     notes = record.get("notes")
     if isinstance(notes, list):  # one note per item
         lines += [f"- {note.strip()}" for note in notes] + [""]

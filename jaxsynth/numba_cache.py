@@ -45,7 +45,7 @@ from numba.core import caching, compiler, serialize
 
 from jaxsynth.compilation import ENV_DIR, ENV_OFF, default_cache_dir
 
-__all__ = ["cache_dir", "kernel"]
+__all__ = ["cache_dir", "helper", "kernel"]
 
 FOLDER = "numba"
 """The cache's folder beside the XLA cache (inside ``$JAXSYNTH_CACHE_DIR``)."""
@@ -85,6 +85,13 @@ def kernel(fn):
     dispatcher = numba.njit(nogil=True)(fn)
     dispatcher._cache = KernelCache(fn)
     return dispatcher
+
+
+def helper(fn):
+    """``numba.njit(nogil=True)`` of a function that only kernels call: compiled without
+    the wrappers that let Python call it (a fifth of the simplex's cold compile), and into
+    each kernel that calls it (the kernel's cache entry holds it; none of its own)."""
+    return numba.njit(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)(fn)
 
 
 class KernelCache(caching._Cache):

@@ -68,3 +68,15 @@ def test_report_lists_notes_given_as_a_list(tmp_path):
 def test_report_refuses_an_empty_directory(tmp_path):
     with pytest.raises(ValueError, match="no result file"):
         report.report(tmp_path)
+
+
+def test_report_shows_further_tables_by_title(tmp_path):
+    record(tmp_path, "delta", "2026-12-01T10:00:00+00:00", 1.0)
+    path = next(tmp_path.glob("delta-*.json"))
+    data = json.loads(path.read_text())
+    data["tables"] = {"n = 10^6": [{"case": "spiral", "seconds": 61.5}], "empty": []}
+    path.write_text(json.dumps(data))
+    text = report.report(tmp_path)
+    assert "### n = 10^6" in text and "| spiral | 61.5 |" in text
+    assert "### empty" not in text
+    assert text.index("| w | 1 | yes |") < text.index("### n = 10^6")

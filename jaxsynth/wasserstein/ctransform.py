@@ -28,8 +28,8 @@ from jaxsynth.core import partition
 from jaxsynth.core.frontier import capacity_bucket
 from jaxsynth.wasserstein.hostpass import GROUP, host_pass, pruning_margin
 
-__all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "on_host", "point_chunks", "reduced_block",
-           "reduced_pass"]
+__all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "on_host", "pass_array", "pass_chunks",
+           "point_chunks", "reduced_block", "reduced_pass"]
 
 CHUNK = 1024
 """Points per step of the jitted pass over all atoms (memory ``CHUNK × M`` floats)."""
@@ -37,6 +37,10 @@ BOX = 128
 """Consecutive points (Morton order) per box of the pruned pass."""
 PRUNE_ATOMS = 4096
 """Padded atom counts from which the pass over all atoms is pruned by boxes."""
+HOST_PRUNE_ATOMS = 512
+"""The same for the host kernel, whose pruned pass skips the groups it drops outright
+(no padded widths): from this many atoms it was the faster (paired runs at n = 3·10^4,
+``docs/theory/exact-w1.md``)."""
 MIN_WIDTH = 8
 """Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 
@@ -176,7 +180,8 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     ``v ≤ 0`` [S], and its ``k ≤ GROUP`` atoms of least reduced cost.
 
     Arrays on the CPU go to the host kernel (``hostpass.host_pass``: the same result,
-    pruned alike).  Few atoms (``S < PRUNE_ATOMS``): one dense pass.  Otherwise each box
+    pruned alike from ``HOST_PRUNE_ATOMS``).  Few atoms (``S < PRUNE_ATOMS``): one dense
+    pass.  Otherwise each box
     of ``BOX`` consecutive points meets only its candidate groups (``_candidate_groups``,
     which never drops a group that could hold a minimum), boxes of similar candidate
     counts together: the result is the dense pass's, for a fraction of its work.
@@ -184,7 +189,7 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     size, d = y.shape
     if on_host(chunks):
         return host_pass(np.asarray(chunks).reshape(-1, d), y, v, metric, k,
-                         None if size < PRUNE_ATOMS else BOX)
+                         None if size < HOST_PRUNE_ATOMS else BOX)
     if size < PRUNE_ATOMS:
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))
@@ -231,6 +236,22 @@ def point_chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
     count = 1 << max(0, count - 1).bit_length() if bucket else count
     padded = np.concatenate([points, np.repeat(points[:1], count * CHUNK - len(points), 0)])
     return padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1])
+
+
+def pass_chunks(points: np.ndarray):
+    """Points [P, d] as ``reduced_pass``'s chunks, where the passes run: host float32
+    ``point_chunks`` when JAX's backend is the CPU (the host kernel reads them as they
+    are: nothing to transfer, no shape to compile), else on the default device with a
+    power-of-two chunk count (a data set of a similar size compiles no new shape)."""
+    if jax.default_backend() == "cpu":
+        return point_chunks(points)
+    return jnp.asarray(point_chunks(points, bucket=True))
+
+
+def pass_array(array: np.ndarray):
+    """``array`` (atoms or potentials of a pass) where the passes run: ``pass_chunks``'s
+    rule."""
+    return array if jax.default_backend() == "cpu" else jnp.asarray(array)
 
 
 def atom_bucket(m: int, minimum: int = 256) -> int:

@@ -22,7 +22,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from jaxsynth.core import partition
-from jaxsynth.numba_cache import kernel
+from jaxsynth.numba_cache import helper, kernel
 
 __all__ = ["host_pass", "pruning_margin"]
 
@@ -47,7 +47,7 @@ def _float(typingctx, x):
     return types.float32(types.int32), codegen
 
 
-@kernel
+@helper
 def _reduced_row(x, yT, v, linf, out):
     """``out[j]`` = the bits of ``c(x, y_j) − v_j`` (float32) for the atoms ``yT`` [d, S];
     returns the least of them.  One loop over the atoms per coordinate, the last one
@@ -73,7 +73,7 @@ def _reduced_row(x, yT, v, linf, out):
     return least
 
 
-@kernel
+@helper
 def _pick(keys, count, low, out):
     """``out[:count]``: the low bits (``& low``) of the ``count`` least ``keys``, least
     first (``ctransform._smallest``); the picked keys are overwritten."""
@@ -87,7 +87,7 @@ def _pick(keys, count, low, out):
                 keys[g] = _MAX
 
 
-@kernel
+@helper
 def _bit_length(value):
     """Bits of a positive integer (at least 1)."""
     bits = 1
@@ -96,7 +96,7 @@ def _bit_length(value):
     return bits
 
 
-@kernel
+@helper
 def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
     """One point's c-transform (returned) and ``best[:k]``: positions (into ``yT``'s atoms,
     in group-major order: position ``t·G + g`` holds the group ``g``'s ``t``-th atom) as
@@ -109,7 +109,8 @@ def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
     count = min(k, groups)
     group_low = np.int32((1 << _bit_length(groups - 1)) - 1)
     pick_low = np.int32((1 << _bit_length(count * GROUP - 1)) - 1)
-    minima[:groups] = row[:groups]
+    for g in range(groups):  # (a loop: numba's slice assignment is seconds of compiling)
+        minima[g] = row[g]
     for t in range(1, GROUP):
         for g in range(groups):
             minima[g] = min(minima[g], row[t * groups + g])

@@ -167,7 +167,7 @@ def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
 @pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_pruned_pass_in_the_exact_w1(metric, monkeypatch):
     # every pass pruned (the host kernel's boxes, as at large atom counts): POT's value
-    monkeypatch.setattr(ctransform, "PRUNE_ATOMS", 0)
+    monkeypatch.setattr(ctransform, "HOST_PRUNE_ATOMS", 0)
     X = js.datasets.load("spiral", n=2500, key=4)
     for mech in (js.PMM(), js.PrivTree(shift=True)):
         check_pair(X, js.release_batch(6, mech, X, eps=[1.0], seeds=2), metric)

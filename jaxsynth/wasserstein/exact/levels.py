@@ -12,12 +12,11 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
-from jaxsynth.wasserstein.ctransform import point_chunks
+from jaxsynth.wasserstein.ctransform import pass_chunks
 from jaxsynth.wasserstein.exact.certificate import arc_cost_sums
 
 __all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "adapted_level", "inherited_arcs",
@@ -48,8 +47,8 @@ class Level:
     Attributes:
       starts: [Q + 1] block boundaries, as positions in ``ranks``.
       centroids: [Q, d] float64 block centroids; masses: [Q] block masses (sizes / n).
-      chunks: [C, CHUNK, d] float32 centroids padded to whole chunks (device;
-        ``ctransform.point_chunks``).
+      chunks: [C, CHUNK, d] float32 centroids padded to whole chunks, where the passes
+        run (``ctransform.pass_chunks``).
       ranks: [n] the points' Morton ranks in block order; ``None`` (the levels of
         ``prepare_exact``): the Morton order itself.
     """
@@ -57,7 +56,7 @@ class Level:
     starts: np.ndarray
     centroids: np.ndarray
     masses: np.ndarray
-    chunks: jax.Array
+    chunks: np.ndarray | jax.Array
     ranks: np.ndarray | None = None
 
     @property
@@ -90,7 +89,7 @@ def _level(X_sorted: np.ndarray, size: int) -> Level:
     starts = (np.arange(size + 1) * n) // size
     sizes = np.diff(starts)
     centroids = np.add.reduceat(X_sorted, starts[:-1], axis=0) / sizes[:, None]
-    return Level(starts, centroids, sizes / n, jnp.asarray(point_chunks(centroids)))
+    return Level(starts, centroids, sizes / n, pass_chunks(centroids))
 
 
 def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
@@ -171,7 +170,7 @@ def adapted_level(data: ExactData, coarse: Level, plan, m: int):
     sizes = np.diff(starts)
     centroids = np.add.reduceat(data.X[data.order[ranks]], starts[:-1], axis=0) / sizes[:, None]
     level = Level(starts, centroids, sizes / data.n,
-                  jnp.asarray(point_chunks(centroids, bucket=True)), ranks)
+                  pass_chunks(centroids), ranks)
     position = np.empty(data.n, np.int64)
     position[ranks] = np.arange(data.n)
     block = np.searchsorted(starts, position, side="right") - 1

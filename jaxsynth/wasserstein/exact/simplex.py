@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxsynth.numba_cache import kernel
+from jaxsynth.numba_cache import helper, kernel
 
 __all__ = ["Basis", "Status", "refine", "solve"]
 
@@ -155,7 +155,7 @@ def refine(basis: Basis, groups, a, row_points, col_points, guide, metric: str
     return Basis(parent, keys, flow) if fits else None
 
 
-@kernel
+@helper
 def _distance(x, y, linf):
     """The ℓ∞ (``linf``) or ℓ2 distance of two points."""
     total = 0.0
@@ -470,7 +470,7 @@ def _simplex(q, arcs, tree, guide, art, cold, tol, max_iter):
     return Status.OPTIMAL, pivots, _duals(q, arcs, tree)
 
 
-@kernel
+@helper
 def _find_entering(arcs, tree, tol, block, start):
     """LEMON's block search: scan the arcs cyclically from ``start`` in blocks of
     ``block``, and take the arc of least reduced cost of the first block that holds one
@@ -496,7 +496,7 @@ def _find_entering(arcs, tree, tol, block, start):
     return e_in, best, e
 
 
-@kernel
+@helper
 def _pivot(q, e_in, r_in, arcs, tree, n_core):
     """Enter arc ``e_in`` (reduced cost ``r_in``) in LEMON's steps: find the cycle's
     apex, the leaving arc, change the flow around the cycle, update the tree, shift the
@@ -526,14 +526,14 @@ def _pivot(q, e_in, r_in, arcs, tree, n_core):
     return n_core
 
 
-@kernel
+@helper
 def _points_up(u, q, pred, n_up):
     """Whether the tree arc above node ``u`` points to its parent (a row's, or a column's
     artificial arc to the root): flow around a cycle runs against it on the source side."""
     return u < q or pred[u] >= n_up
 
 
-@kernel
+@helper
 def _find_join(s, t, tree):
     """The apex of the cycle that arc ``s → t`` closes (a leaf row, succ 0, climbs first)."""
     parent, succ = tree.parent, tree.succ
@@ -546,7 +546,7 @@ def _find_join(s, t, tree):
     return u
 
 
-@kernel
+@helper
 def _find_leaving(q, s, t, join, arcs, tree):
     """The leaving arc: the last blocking one along the cycle from the apex (strongly
     feasible), flows within ``ZERO`` of the least one blocking alike.  Returns (the node
@@ -583,7 +583,7 @@ def _find_leaving(q, s, t, join, arcs, tree):
     return u_out, on_source_side, 0.0 if delta <= ZERO else delta
 
 
-@kernel
+@helper
 def _change_flow(q, s, t, join, delta, arcs, tree):
     """Augment ``delta`` around the cycle of arc ``s → t`` (nothing if 0)."""
     if delta == 0.0:
@@ -600,7 +600,7 @@ def _change_flow(q, s, t, join, delta, arcs, tree):
         u = parent[u]
 
 
-@kernel
+@helper
 def _update_tree(q, u_in, v_in, u_out, join, arcs, tree):
     """Swap the leaving arc (above ``u_out``) for the entering one (``u_in`` under
     ``v_in``): re-hang the stem ``u_in … u_out`` under ``v_in``, reversing its parent
@@ -692,7 +692,7 @@ def _update_tree(q, u_in, v_in, u_out, join, arcs, tree):
         u = parent[u]
 
 
-@kernel
+@helper
 def _update_potentials(u_in, sigma, tree, n_core):
     """Shift the potentials of ``u_in``'s subtree by ``sigma``, or, if it is the larger
     side of the core, those of the rest of the tree (root included) by ``−sigma``: the
@@ -711,7 +711,7 @@ def _update_potentials(u_in, sigma, tree, n_core):
             u = thread[u]
 
 
-@kernel
+@helper
 def _enter_core(s, tree):
     """Put the leaf row ``s`` into the core, as its parent's first child."""
     parent, thread, rev, succ, last = tree.parent, tree.thread, tree.rev, tree.succ, tree.last
@@ -730,7 +730,7 @@ def _enter_core(s, tree):
         u = parent[u]
 
 
-@kernel
+@helper
 def _thread(tree, leaf_rows):
     """Thread (preorder, cyclic through the root), its reverse, subtree sizes and last
     successors of the tree ``parent`` (children in node order), of its core: the tree
@@ -788,7 +788,7 @@ def _thread(tree, leaf_rows):
     return k
 
 
-@kernel
+@helper
 def _potentials(q, arcs, tree, art):
     """Potentials from the tree (zero reduced cost on its arcs); the root sits at ``-art``
     when a column hangs from it, so that potentials of a tree of real arcs stay small."""
@@ -807,7 +807,7 @@ def _potentials(q, arcs, tree, art):
         u = thread[u]
 
 
-@kernel
+@helper
 def _through_root(tree, n_arcs):
     """Whether artificial arcs carry more than round-off."""
     pred, flow = tree.pred, tree.flow
@@ -817,7 +817,7 @@ def _through_root(tree, n_arcs):
     return False
 
 
-@kernel
+@helper
 def _duals(q, arcs, tree):
     """Potentials of the optimal tree (``thread`` over the whole tree) without the
     artificial costs: zero at the top of each component of real arcs, then components

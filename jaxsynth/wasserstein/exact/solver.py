@@ -31,12 +31,11 @@ import warnings
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.validate import check_positive_int
-from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
+from jaxsynth.wasserstein.ctransform import atom_bucket, pass_array, pass_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp, simplex
 from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
@@ -138,13 +137,13 @@ def _timed(times: dict, phase: str, fn):
 
 class Replicate(NamedTuple):
     """One measure's fixed inputs: the data, its atoms in Morton order and their weights,
-    the atoms padded on device (``y``, ``size`` rows), the options, ``times``, the
+    the atoms padded where the passes run (``y``, ``size`` rows), the options, ``times``, the
     ``passes`` that run its passes over all atoms and the ``threads`` of its regions."""
 
     data: ExactData
     atoms: np.ndarray
     w: np.ndarray
-    y: jax.Array
+    y: np.ndarray | jax.Array
     size: int
     diam: float
     metric: str
@@ -200,10 +199,11 @@ def _restricted(rep: Replicate, atoms: np.ndarray) -> Replicate:
 
 
 def _padded_atoms(atoms: np.ndarray):
-    """Atoms on device, padded to ``atom_bucket`` rows by repeating the first: (y, size)."""
+    """Atoms float32 where the passes run (``pass_array``), padded to ``atom_bucket``
+    rows by repeating the first: (y, size)."""
     size = atom_bucket(len(atoms))
-    return jnp.asarray(np.concatenate([atoms, np.repeat(atoms[:1], size - len(atoms), 0)]),
-                       jnp.float32), size
+    return pass_array(np.concatenate([atoms, np.repeat(atoms[:1], size - len(atoms), 0)])
+                      .astype(np.float32)), size
 
 
 def _lp(rep: Replicate, solve, *args):
@@ -227,7 +227,7 @@ def _scan(rep: Replicate, chunks, count, v, k=0, phase="pass"):
     """c-transform ``min_j c(·, y_j) − v_j`` of ``count`` points in ``chunks`` (float64)
     and, with ``k > 0``, their ``k`` atoms of least reduced cost ([count, k])."""
     start = time.perf_counter()
-    fmin, best = rep.passes(chunks, rep.y, jnp.asarray(_centred(rep, v)), rep.metric, k)
+    fmin, best = rep.passes(chunks, rep.y, pass_array(_centred(rep, v)), rep.metric, k)
     _add_seconds(rep.times, phase, time.perf_counter() - start)
     return fmin[:count].astype(np.float64) - v.max(), best[:count]
 
@@ -248,7 +248,7 @@ def _lower_end(rep: Replicate, v, fmin=None):
 
 def _best_atoms(rep: Replicate, centroids, v, count):
     """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
-    chunks = jnp.asarray(point_chunks(centroids, bucket=True))
+    chunks = pass_chunks(centroids)
     return _scan(rep, chunks, len(centroids), v, count)[1]
 
 
@@ -401,7 +401,7 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
         nw_rows, nw_cols = levels.northwest_arcs(masses, sends)
         arcs = levels.unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
                             region_arcs(np.arange(hi - lo), v[used]))
-        chunks = jnp.asarray(point_chunks(centroids, bucket=True))
+        chunks = pass_chunks(centroids)
         solution = None
         for _ in range(MAX_ROUNDS):
             arc_rows, arc_cols = np.divmod(arcs, k)
@@ -503,8 +503,9 @@ def w1_exact(data: ExactData, points, weights, metric: str = "linf",
     for data of more than ``levels.MAX_LP_BLOCKS`` points, whose replicates hold
     gigabytes): the network simplex and JAX's computations release the GIL, so they run
     in parallel, and a second thread per core runs while another holds the GIL for
-    NumPy glue; each replicate's computation is the same whatever thread runs it.  Cores left over (fewer
-    replicates than cores) solve a replicate's regions in parallel (``threads``).
+    NumPy glue; each replicate's computation is the same whatever thread runs it.  Cores
+    left over (fewer replicates than cores) solve a replicate's regions in parallel
+    (``threads``).
 
     With ``stacked``, the threads' passes over all atoms on an accelerator go to one
     device thread that runs those queued together as one call (``passes.BatchedPasses``)

@@ -129,7 +129,7 @@ class KernelCache(caching._Cache):
             return None
         try:
             data = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not cached (yet)
             return None
         except OSError as error:
             log.warning("numba kernel cache: cannot read %s (%s); compiling it in memory",

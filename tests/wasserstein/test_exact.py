@@ -14,6 +14,7 @@ import ot
 import pytest
 
 import jaxsynth as js
+from jaxsynth.core import partition
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
@@ -191,7 +192,7 @@ def test_points_by_regions(metric, monkeypatch):
         for clusters in (1024, 256):
             monkeypatch.setattr(levels, "MAX_LP_BLOCKS", clusters)
             data = prepare_exact(X, clusters)
-            assert [level.size for level in data.levels] == [clusters, 3000]
+            assert len(data.levels) == 2 and data.levels[0].size <= clusters
             for b, value in enumerate(exact):
                 p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
                                                 np.asarray(out.weights[0, b]))
@@ -224,8 +225,9 @@ def test_adversarial_cases(metric, path, monkeypatch):
     options = take_route("one LP" if path == "one LP" else "levels", monkeypatch)
     if path not in ("one LP", "dense"):
         monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
-    if path == "regions":
-        options = dict(clusters=64)
+    if path == "regions":  # (blocks of equal counts: their regions leave the lower end
+        options = dict(clusters=64)  # to the plan-adapted level, the path under test)
+        monkeypatch.setattr(levels, "SNAP", 0.0)
         monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 256)
         monkeypatch.setattr(exact_w1, "REGION", 256)
         split = levels.adapted_level
@@ -388,8 +390,8 @@ def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():
 @pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     # every level below the coarsest (solved by column generation: it keeps its tree)
-    # starts from the level above's optimal tree refined (simplex.refine), and the
-    # restart takes it; the pairs contain POT's value
+    # starts from the level above's optimal tree refined (simplex.refine: its blocks nest),
+    # and the restart takes it; the pairs contain POT's value
     monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
     refined, taken = [], []
     refine, restart = simplex.refine, simplex._restart
@@ -399,20 +401,20 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
         any(start is tree for tree in refined)) or restart(a, b, keys, start))
     X = js.datasets.load("spiral", n=1500, key=6)
     out = js.release_batch(8, js.PrunedPMM(), X, eps=[1.0], seeds=2)
-    check_pair(X, out, metric, clusters=24)  # levels of 24, 192 and 1500
-    assert len(refined) == 4 and all(tree is not None for tree in refined)
-    assert sum(taken) == 4
+    check_pair(X, out, metric, clusters=24)  # levels of about 24, 192 and 1500
+    assert refined and all(tree is not None for tree in refined)  # (a pair met at 192
+    assert sum(taken) == len(refined)                            # blocks skips the points)
     refined.clear()  # in d = 3 (above REFINED_MAX_D) every level starts cold
     X3 = js.datasets.load("subspace", n=800, d=3, k=2, key=2)
     check_pair(X3, js.release_batch(4, js.PrunedPMM(), X3, eps=[2.0], seeds=1), metric,
                clusters=16)
     assert refined == []
-    # blocks that straddle two of the level above (a level capped by MAX_LP_BLOCKS, the
-    # points then by regions) start cold: no tree is refined
+    # a level capped by MAX_LP_BLOCKS (the points then by regions) holds the boundaries
+    # of the level above (blocks nest): it starts from the refined tree as well
     refined.clear()
     monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 50)
     data = prepare_exact(X, 7)
-    assert [level.size for level in data.levels] == [7, 50, 1500]
+    assert len(data.levels) == 3 and np.isin(data.levels[0].starts, data.levels[1].starts).all()
     exact = truth(X, out.points[0], out.weights[0], metric)
     for b, value in enumerate(exact):
         p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
@@ -421,24 +423,56 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
             warnings.simplefilter("ignore")
             low, up = exact_w1.w1_exact_replicate(data, p, w, metric)
         assert low <= value + TOL and value <= up + TOL
-    assert refined == []
+    assert refined and all(tree is not None for tree in refined)
 
 
 def test_level_layout(monkeypatch):
     # steps of REFINE down to the points; above MAX_LP_BLOCKS points, a last level of
     # MAX_LP_BLOCKS blocks reached in one step of at most REFINE² (no level a step of
-    # less than REFINE below it); every level's blocks partition the points
+    # less than REFINE below it); every level's blocks partition the points (the block
+    # counts of equal-count blocks: boundaries unmoved)
     monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 1000)
+    monkeypatch.setattr(levels, "SNAP", 0.0)
     X = np.random.default_rng(3).random((5000, 2))
     below = prepare_exact(X[:900], 4)
     assert [level.size for level in below.levels] == [4, 32, 256, 900]
-    above = prepare_exact(X, 4)
-    assert [level.size for level in above.levels] == [4, 32, 1000, 5000]
-    assert [level.size for level in prepare_exact(X, 200).levels] == [200, 1000, 5000]
+    above = prepare_exact(X, 4)  # the capped level holds the boundaries of the one above
+    sizes = [level.size for level in above.levels]
+    assert sizes[:2] == [4, 32] and 1000 <= sizes[2] <= 1000 + 32 and sizes[3] == 5000
+    sizes = [level.size for level in prepare_exact(X, 200).levels]
+    assert sizes[0] == 200 and 1000 <= sizes[1] <= 1200 and sizes[2] == 5000
     for level in above.levels:
         assert level.starts[0] == 0 and level.starts[-1] == 5000
         assert np.all(np.diff(level.starts) > 0)
         np.testing.assert_allclose(level.masses.sum(), 1.0)
+
+
+def test_blocks_and_regions_keep_within_the_data_cells():
+    # two clusters in opposite quadrants (all of one, then all of the other, in Morton
+    # order): an equal-count block straddles the gap between them; moved by at most
+    # SNAP of a block to where the points part highest (truth: the common prefix of their
+    # Morton codes, bit by bit), no block or region does, and the levels nest
+    rng = np.random.default_rng(5)
+    X = np.concatenate([0.25 * rng.random((1030, 2)), 0.75 + 0.25 * rng.random((970, 2))])
+    data = prepare_exact(X, clusters=16)
+    words = partition.morton_words(X[data.order], levels.MORTON_DEPTH)
+    codes = [int("".join(f"{w:032b}" for w in row), 2) for row in words]
+    common = [levels.MORTON_DEPTH - (a ^ b).bit_length() for a, b in zip(codes, codes[1:])]
+    np.testing.assert_array_equal(data.parting, common)
+    gap = 1030
+    for coarse, fine in zip(data.levels, data.levels[1:]):
+        assert np.isin(coarse.starts, fine.starts).all()  # nested
+    for level in data.levels[:-1]:
+        step = data.n / 16 / levels.REFINE ** data.levels.index(level)
+        assert gap in level.starts
+        moved = np.abs(level.starts[:, None] - np.arange(0, data.n + 1, step)[None]).min(1)
+        assert moved.max() <= levels.SNAP * data.n / 16 + 1
+    for shift in (0, 300):
+        edges = levels.region_edges(data, 500, shift, 0.5)
+        assert gap in edges and edges[0] == 0 and edges[-1] == data.n
+        assert np.all(np.diff(edges) > 0)
+    equal = (np.arange(17) * data.n) // 16
+    assert not np.isin(gap, equal)  # (equal counts would straddle it)
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])

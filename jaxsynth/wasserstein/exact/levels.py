@@ -29,6 +29,10 @@ MORTON_DEPTH = 64
 """Bits of the Morton code that order the data and the atoms."""
 REFINE = 8
 """Blocks of a level per block of the level above."""
+SNAP = 0.5
+"""How far (a fraction of a block) a level's block boundary may move from equal counts
+to a place where the data part into other cells: blocks of equal counts straddle the gaps
+of structured data (a spiral's arms), whose centroids then lie between them."""
 MAX_LP_BLOCKS = 1 << 17
 """The most blocks of a level solved as one LP: the last level above the points has at
 most this many, and a points' level of more is solved by regions (``REGION``)."""
@@ -36,8 +40,46 @@ most this many, and a points' level of more is solved by regions (``REGION``).""
 
 def morton_order(Z: np.ndarray) -> np.ndarray:
     """Indices sorting points of [0,1]^d along the cyclic partition's Morton order."""
+    return _morton_sorted(Z)[0]
+
+
+def _morton_sorted(Z: np.ndarray):
+    """``morton_order`` and the Morton words [n, W] of the points in that order."""
     words = partition.morton_words(np.asarray(Z, np.float64), MORTON_DEPTH)
-    return np.lexsort(tuple(words[:, k] for k in reversed(range(words.shape[1]))))
+    order = np.lexsort(tuple(words[:, k] for k in reversed(range(words.shape[1]))))
+    return order, words[order]
+
+
+def _parting_depths(words: np.ndarray) -> np.ndarray:
+    """[n - 1]: the depth (bits) of the deepest cell of the cyclic partition holding both
+    of two consecutive points (Morton words in order): small where they part high."""
+    xor = (words[1:] ^ words[:-1]).astype(np.uint64)
+    first = np.argmax(xor != 0, axis=1)
+    top = xor[np.arange(len(xor)), first]
+    bits = np.where(top > 0, np.frexp(top.astype(np.float64))[1], 0)  # exact: < 2^32
+    return np.where(top > 0, 32 * first + 32 - bits, 32 * words.shape[1]).astype(np.uint8)
+
+
+def _snapped(parting: np.ndarray, targets: np.ndarray, reach: int, keep=()) -> np.ndarray:
+    """Boundaries of consecutive points in Morton order (0 and ``n`` included): each of
+    ``targets`` moved by at most ``reach`` to where the points part highest
+    (``parting``, the nearest of equals), and those of ``keep``; sorted, distinct."""
+    n = len(parting) + 1
+    targets = np.asarray(targets, np.int64)
+    if reach > 0 and len(targets):
+        offsets = np.arange(-reach, reach + 1)
+        offsets = offsets[np.argsort(np.abs(offsets), kind="stable")]  # nearest first
+        candidates = np.clip(targets[:, None] + offsets, 1, n - 1)
+        targets = candidates[np.arange(len(targets)),
+                             np.argmin(parting[candidates - 1], axis=1)]
+    return np.unique(np.concatenate([[0, n], targets, keep])).astype(np.int64)
+
+
+def region_edges(data: ExactData, size: int, shift: int, snap: float) -> np.ndarray:
+    """Edges [R + 1] (Morton ranks) of the points' regions: ``size`` consecutive points,
+    the first ``size − shift``, each edge moved by at most ``snap`` of a region to where
+    the data part into other cells (regions keep within the data's cells)."""
+    return _snapped(data.parting, np.arange(size - shift, data.n, size), int(snap * size))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -71,22 +113,24 @@ class ExactData:
     Attributes:
       X: [n, d] float64 data.
       order: the Morton order of the data (rank ``r`` is the point ``order[r]``).
-      levels: coarsest first; block counts ``clusters, 8·clusters, ...``, the last one
-        the points themselves (one block per point, in Morton order).
+      levels: coarsest first; block counts about ``clusters, 8·clusters, ...``, the last
+        one the points themselves (one block per point, in Morton order).
+      parting: [n − 1] uint8: the depth (bits) of the deepest cell of the cyclic partition
+        that holds both of two consecutive points (``_parting_depths``).
     """
 
     X: np.ndarray
     order: np.ndarray
     levels: tuple
+    parting: np.ndarray
 
     @property
     def n(self) -> int:
         return self.X.shape[0]
 
 
-def _level(X_sorted: np.ndarray, size: int) -> Level:
+def _level(X_sorted: np.ndarray, starts: np.ndarray) -> Level:
     n, d = X_sorted.shape
-    starts = (np.arange(size + 1) * n) // size
     sizes = np.diff(starts)
     centroids = np.add.reduceat(X_sorted, starts[:-1], axis=0) / sizes[:, None]
     return Level(starts, centroids, sizes / n, pass_chunks(centroids))
@@ -103,7 +147,7 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     X = np.asarray(X, np.float64)
     n = X.shape[0]
     clusters = check_positive_int(clusters, "clusters")
-    order = morton_order(X)
+    order, words = _morton_sorted(X)
     sizes = [min(clusters, n)]
     while sizes[-1] < n:  # up to MAX_LP_BLOCKS blocks, then the points
         finer = REFINE * sizes[-1]
@@ -113,7 +157,11 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
             sizes.append(MAX_LP_BLOCKS)  # in one step of at most REFINE²
         else:
             sizes.append(finer)
-    return ExactData(X, order, tuple(_level(X[order], q) for q in sizes))
+    parting, starts = _parting_depths(words), [np.zeros(0, np.int64)]
+    for q in sizes:  # equal counts, moved to where the data part (nested)
+        starts.append(np.arange(n + 1) if q == n else _snapped(
+            parting, (np.arange(1, q) * n) // q, int(SNAP * n / q), starts[-1]))
+    return ExactData(X, order, tuple(_level(X[order], s) for s in starts[1:]), parting)
 
 
 def inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:

@@ -66,6 +66,10 @@ MAX_ROUNDS = 64
 """Column-generation rounds before giving up on ``rtol`` (a warning, never a wrong pair)."""
 REGION = 1 << 14
 """Consecutive points per region of the points' level when it is solved by regions."""
+REGION_SNAP = 0.125
+"""How far (a fraction of a region) a region's edge may move to where the data part
+(``levels.region_edges``): less than a block's (``levels.SNAP``), as a region's LP costs
+more than in proportion to its size and the regions share the threads."""
 REGION_SWEEPS = 3
 """Sweeps over the regions at most (each one shifted by half a region)."""
 SETTLED = 0.1
@@ -322,14 +326,11 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
 
 def _refined_tree(rep: Replicate, last: Solved, level: Level) -> simplex.Basis | None:
     """The optimal tree of the level above's last LP as a tree of ``level``'s LP
-    (``simplex.refine``), or ``None``: data of more than ``REFINED_MAX_D`` dimensions, no
-    tree kept (a dense solve, POT's fallback), or blocks of ``level`` that straddle two
-    of the level above."""
+    (``simplex.refine``; the levels nest), or ``None``: data of more than
+    ``REFINED_MAX_D`` dimensions, or no tree kept (a dense solve, POT's fallback)."""
     if last.basis is None or rep.data.X.shape[1] > REFINED_MAX_D:
         return None
     groups = np.searchsorted(level.starts, last.level.starts)
-    if not np.array_equal(level.starts[np.minimum(groups, level.size)], last.level.starts):
-        return None
     return simplex.refine(last.basis, groups, level.masses, level.centroids, rep.atoms, last.v,
                           rep.metric)
 
@@ -371,19 +372,21 @@ def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
 
 
 def _regional(rep: Replicate, level: Level, plan, v, shift: int):
-    """The points' LP by regions of ``REGION`` consecutive points (shifted by ``shift``),
-    each sending to every atom what ``plan`` sends from it: exact subproblems (column
-    generation from the best arcs under ``v`` among the atoms it sends to, to their
-    optimum) whose plans together are a coupling, returned."""
+    """The points' LP by regions of about ``REGION`` consecutive points (shifted by
+    ``shift``; ``levels.region_edges``), each sending to every atom what ``plan`` sends
+    from it: exact subproblems (column generation from the best arcs under ``v`` among
+    the atoms it sends to, to their optimum) whose plans together are a coupling,
+    returned."""
     rows, cols, mass = plan
-    region = (rows + shift) // REGION
+    edges = levels.region_edges(rep.data, REGION, shift, REGION_SNAP)
+    region = np.searchsorted(edges, rows, side="right") - 1
     order = np.argsort(region, kind="stable")
     rows, cols, mass, region = rows[order], cols[order], mass[order], region[order]
-    bounds = np.searchsorted(region, np.arange(region[-1] + 2))
+    bounds = np.searchsorted(region, np.arange(len(edges)))
 
     def solve(r):
         """Region ``r``'s optimal plan (rows of ``level``, atoms, masses)."""
-        lo, hi = max(0, r * REGION - shift), min(level.size, (r + 1) * REGION - shift)
+        lo, hi = edges[r], edges[r + 1]
         part = slice(bounds[r], bounds[r + 1])
         used, local = np.unique(cols[part], return_inverse=True)
         k = len(used)

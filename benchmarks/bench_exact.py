@@ -65,9 +65,14 @@ import threading
 import time
 from pathlib import Path
 
-import jax
-import numpy as np
-import ot
+if "--worker" in sys.argv:  # a section's process pins itself before any thread starts
+    _task = json.loads(sys.argv[sys.argv.index("--worker") + 1])
+    if "core" in _task:
+        os.sched_setaffinity(0, {_task["core"]})
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import ot  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -300,12 +305,13 @@ def targets(rows) -> list[str]:
 
 def worker(task: dict, timeout: float = 3600, core: int | None = None,
            env: dict | None = None) -> dict:
-    """``task`` run by this script in a new process (pinned to CPU ``core``; ``env``: its
-    whole environment): the dict its ``--worker`` mode prints last."""
+    """``task`` run by this script in a new process (pinned to CPU ``core`` before it
+    imports JAX; ``env``: its whole environment): the dict its ``--worker`` mode prints
+    last."""
+    task = task if core is None else {**task, "core": core}
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(task)]
-    pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=pin, env=os.environ if env is None else env)
+                          env=os.environ if env is None else env)
     if done.returncode:
         raise RuntimeError(f"worker {task} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -45,7 +45,8 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
                                   check_dtype=False)
     assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
             "w1_exact_lower", "w1_exact_upper", "seconds"} <= set(df.columns)  # the default
-    assert "w1_tree" not in df
+    assert {"w1_tree", "w1_tree_upper"} <= set(df.columns)  # free: every sweep records them
+    assert "w1_lower" not in df  # what was not asked for and costs something is not measured
     assert (df["metric"] == "linf").all() and "ground" not in df  # the ground metric column
     capsys.readouterr()
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0

@@ -9,14 +9,21 @@ The protocol of one ``simulate`` call (``Team``), every message under one prefix
 
 1. process 0 publishes its sweep's settings, output file and number of processes; every
    other process compares its own and stops on a difference, naming it;
-2. process 0 opens the result store, reads what it holds and publishes the work left;
-3. each process takes its share (``share``: every mechanism × data set's seeds split
-   into ``process_count`` contiguous parts), loads and plans it, and waits until every
+2. process 0 opens the result store, reads what it holds and publishes the work left
+   (``broadcast``);
+3. each process takes its share (``share``: every part's seeds split into
+   ``process_count`` contiguous parts), loads and plans it, and waits until every
    process is ready, so that bad input anywhere is refused before any row is written;
 4. each process releases its share on its local devices; the others send their finished
    rows (CSV text, exact floats) to process 0, which appends them to the store as they
    arrive, with the store's guarantees (atomic appends, one row per replicate);
-5. each process says how many messages it sent; process 0 ends when it has them all.
+5. each process says how many messages it has sent; process 0 ends the round when it has
+   them all.
+
+A sweep to a stated precision repeats 2–5 once per round, process 0 deciding each
+round's seeds from the whole table and broadcasting them.  The protocol is driven by
+``jaxsynth.experiments.sinks.ClusterSink``; messages of each kind are numbered, so every
+process's n-th message of a kind has the same name.
 
 A process that fails (bad input, an exception, Ctrl-C) publishes the reason; every
 other process raises it at its next wait, or between two chunks.  A process that dies
@@ -27,6 +34,7 @@ the last completed append left it, and rerunning the same command resumes the sw
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import itertools
@@ -216,6 +224,7 @@ class Team:
         self.prefix = f"jaxsynth/simulate/{next(_calls)}/"
         self.sent = 0
         self._received = [0] * count  # row messages from each process
+        self._steps = collections.Counter()  # messages of each kind so far (``_step``)
 
     @classmethod
     def current(cls) -> "Team | None":
@@ -284,18 +293,26 @@ class Team:
             raise ValueError(f"this process's sweep differs from process 0's, in {diff}; "
                              "every process must run the same sweep")
 
-    def work(self, work: list | None) -> list:
-        """Process 0's list of work left (JSON-able), as every process receives it."""
+    def _step(self, kind: str) -> str:
+        """The name of this process's next message of ``kind``: every process takes the
+        same steps in the same order, so the names match."""
+        self._steps[kind] += 1
+        return f"{kind}/{self._steps[kind]}"
+
+    def broadcast(self, value):
+        """Process 0's ``value`` (JSON-able), as every process receives it."""
+        name = self._step("value")
         if self.writes:
-            self._set("work", json.dumps(work).encode())
-            return work
-        return json.loads(self._wait("work"))
+            self._set(name, json.dumps(value).encode())
+            return value
+        return json.loads(self._wait(name))
 
     def ready(self) -> None:
         """Wait until every process has loaded and planned its share."""
-        self._set(f"ready/{self.index}", b"")
+        name = self._step("ready")
+        self._set(f"{name}/{self.index}", b"")
         for p in range(self.count):
-            self._wait(f"ready/{p}")
+            self._wait(f"{name}/{p}")
 
     def send(self, rows: pd.DataFrame) -> None:
         """Send finished rows to process 0 (exact: floats written as shortest repr)."""
@@ -317,17 +334,19 @@ class Team:
         return frames
 
     def done(self) -> None:
-        """Say how many row messages this process sent (every process but 0)."""
-        self._set(f"done/{self.index}", str(self.sent).encode())
+        """Say how many row messages this process has sent so far (every process but 0,
+        at the end of each round)."""
+        self._set(f"{self._step('done')}/{self.index}", str(self.sent).encode())
 
     def remaining(self):
-        """Yield the rows still to come until every process's messages have arrived
-        (process 0)."""
+        """Yield the rows still to come until every process's messages of this round
+        have arrived (process 0)."""
+        name = self._step("done")
         expected: dict[int, int] = {}
         while True:
             yield from self.receive()
             for p in range(1, self.count):
-                if p not in expected and (count := self._try(f"done/{p}")) is not None:
+                if p not in expected and (count := self._try(f"{name}/{p}")) is not None:
                     expected[p] = int(count)
             if len(expected) == self.count - 1 and all(
                     self._received[p] >= expected[p] for p in expected):

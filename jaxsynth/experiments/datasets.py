@@ -46,6 +46,7 @@ __all__ = [
     "load",
     "names",
     "rescale_to_unit_cube",
+    "subsample",
 ]
 
 DEFAULT_N = 10_000
@@ -681,6 +682,39 @@ def _is_header(lines, delimiter) -> bool:
                          "data point: the other rows hold integers too; drop it or name the "
                          "columns")
     return True
+
+
+# -------------------------------------------------------------------------- subsamples
+
+
+def subsample(X, n: int, key=0) -> np.ndarray:
+    """``n`` of the points of ``X``, drawn without replacement, in their order in ``X``.
+
+    The draw keeps the first ``n`` of one random permutation (seeded by ``key`` as the
+    generators are), so subsamples of one key are nested: the points of a smaller ``n``
+    are among those of a larger one, and a rate fitted over sizes compares like with like.
+
+    Args:
+      X: [N, d] points in [0,1]^d.
+      n: the subsample's size, ``1 <= n <= N``.
+      key: non-negative int or JAX PRNG key.
+
+    Returns:
+      [n, d] float64 array.
+
+    Example:
+      >>> import numpy as np, jaxsynth as js
+      >>> X = np.linspace(0, 1, 10)[:, None]
+      >>> small, large = js.datasets.subsample(X, 3, key=1), js.datasets.subsample(X, 6, key=1)
+      >>> bool(np.isin(small, large).all()), large.shape
+      (True, (6, 1))
+    """
+    X = check_data(X, "X")
+    n = check_positive_int(n, "n")
+    if n > X.shape[0]:
+        raise ValueError(f"n = {n} exceeds the {X.shape[0]} points of X")
+    order = _rng(key).permutation(X.shape[0])[:n]
+    return X[np.sort(order)]
 
 
 # --------------------------------------------------------------------------- rescaling

@@ -17,6 +17,8 @@ flags ``simulate --ground`` and ``rate --metric`` are refused, naming the new on
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
 import time
@@ -45,8 +47,9 @@ MAX_KEY = 2**63 - 1
 """Largest ``--key`` and ``--data-key``."""
 MAX_CLUSTER_TIMEOUT_S = 86400.0
 """Longest ``--cluster-timeout``: ``jaxsynth.experiments.cluster.MAX_TIMEOUT_S``."""
-COMPANION_CHARS = len(".0123456789abcdef.tmp")
-"""The longest suffix of the files the result store writes beside ``--out``."""
+COMPANION_CHARS = len(".jaxsynth-timing.json.0123456789abcdef.tmp")
+"""The longest suffix of the files a sweep writes beside ``--out``: the temporary copy of
+its calibrations (``experiments.cost.CalibrationFile``; the sidecar's is shorter)."""
 DEMO_DIR = "jaxsynth-demo"
 
 
@@ -233,8 +236,11 @@ def _parser() -> _Parser:
         "has half-width <= P x mean (e.g. 0.02), or --max-seeds; resumable, and a finished "
         "run is tightened by asking again with a smaller P")
     arg("--max-seeds", type=_integer(2, MAX_SEED), metavar="N", help="most seeds of a cell (--precision)")
-    arg("--precision-column", default="w1_exact_upper", metavar="COLUMN",
+    arg("--precision-column", metavar="COLUMN",
         help="the W1 column whose mean --precision is about (default w1_exact_upper)")
+    arg("--precision-control", metavar="COLUMN",
+        help="a cheap column that predicts --precision-column (e.g. w1_tree_upper): the "
+        "stopping rule's control variate, measured on more seeds than the expensive column")
     arg("--first-seed", type=_first_seed, default=0, metavar="FIRST",
         help="first seed (default 0); parts of a large sweep use disjoint seed ranges and "
         "one file each")
@@ -347,13 +353,23 @@ def _read_tables(files, column: str) -> pd.DataFrame:
 def _cells(df: pd.DataFrame, column: str, level: float = 0.95, by=(), cells=None) -> str:
     """Per-cell means of ``column`` with their intervals, as printed text (and the mean
     of the other end of a certified pair, when the table has it)."""
+    import numpy as np
+
     from jaxsynth.experiments.summary import CELL_COLUMNS, summarize
     from jaxsynth.wasserstein.registry import certified_pairs
 
-    cells = summarize(df, column, level, by=by) if cells is None else cells
+    control = df.attrs.get("precision_control")
+    if cells is None:
+        cells = summarize(df, column, level, by=by, control=control)
     keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
-    shown = cells[keys + ["seeds", "mean", "ci_low", "ci_high"]].copy()
-    shown["±"] = [f"{w:.1%}" for w in cells["rel_half_width"]]
+    if control is not None and "cv_mean" in cells:  # the control-variate estimate
+        cells = cells.assign(mean=cells.cv_mean, ci_low=cells.cv_low, ci_high=cells.cv_high,
+                             rel_half_width=cells.cv_rel_half_width)
+    counts = ["seeds", "control_seeds"] if "control_seeds" in cells else ["seeds"]
+    shown = cells[keys + counts + ["mean", "ci_low", "ci_high"]].copy()
+    # rounded up: a half-width short of the target never reads as met
+    shown["±"] = [f"{math.ceil(w * 1000) / 10:.1f}%" if np.isfinite(w) else "nan"
+                  for w in cells["rel_half_width"]]
     if "target_met" in cells:
         shown["target_met"] = cells["target_met"]
     lower_ends = certified_pairs()
@@ -433,18 +449,23 @@ def _simulate(args) -> None:
     if args.precision is None:
         if args.seeds is None:
             raise ValueError("--seeds: give the replicates per cell (or --precision)")
-        if args.max_seeds is not None:
-            raise ValueError("--max-seeds goes with --precision")
+        for flag, value in (("--max-seeds", args.max_seeds),
+                            ("--precision-column", args.precision_column),
+                            ("--precision-control", args.precision_control)):
+            if value is not None:
+                raise ValueError(f"{flag} needs --precision (a sweep to a stated precision); "
+                                 "a fixed sweep's count is --seeds")
         seeds = range(args.first_seed, args.first_seed + args.seeds)
     else:
         if args.first_seed:
             raise ValueError("--first-seed: a sweep to a --precision starts at seed 0")
         if args.max_seeds is None:
-            raise ValueError("--max-seeds: --precision needs a most seeds per cell")
+            raise ValueError("--max-seeds: --precision needs the most seeds a cell may get")
         seeds = args.seeds
     precision = {} if args.precision is None else {
         "precision": args.precision, "max_seeds": args.max_seeds,
-        "precision_column": args.precision_column}
+        "precision_column": args.precision_column,
+        "precision_control": args.precision_control}
     df = simulate(mechs, data, eps=args.eps, seeds=seeds, methods=args.method,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
                   progress=not (args.quiet or args.dry_run), metric=args.metric,
@@ -455,7 +476,7 @@ def _simulate(args) -> None:
 
         print(describe(df))
         return
-    column = args.precision_column if args.precision is not None else next(
+    column = df.attrs["precision_column"] if args.precision is not None else next(
         c for c in df.columns if c.startswith("w1_") and "lower" not in c)
     if args.coordinator or args.distributed:
         import jax
@@ -471,7 +492,9 @@ def _simulate(args) -> None:
     if args.coordinator or args.distributed:
         print(f"{who} computed {df.attrs['computed']} of them")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        print(f"mean {column} per cell, with its 95% interval (skewness-corrected t):")
+        control = df.attrs.get("precision_control")
+        print(f"mean {column} per cell, with its 95% interval (skewness-corrected t)" + (
+            f"; the control-variate estimate with the control {control}:" if control else ":"))
         print(_cells(df, column) if df.groupby(["mechanism", "data", "n", "eps"]).size().min()
               > 1 else "(one seed per cell: no interval)")
     short = df.attrs.get("short", [])
@@ -557,6 +580,31 @@ def _check_arguments(args) -> None:
                           "last seed, 2^32 - 1")
 
 
+@contextlib.contextmanager
+def _one_line_messages():
+    """The package's log messages and warnings as ``jaxsynth: warning: ...`` lines on
+    stderr, never a Python warning with a source path."""
+    import logging
+    import warnings
+
+    class Line(logging.Handler):
+        def emit(self, record):
+            text = " ".join(record.getMessage().split())
+            print(f"jaxsynth: {record.levelname.lower()}: {text}", file=sys.stderr, flush=True)
+
+    logger, handler = logging.getLogger("jaxsynth"), Line(logging.WARNING)
+    shown, propagates = warnings.showwarning, logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    warnings.showwarning = lambda message, *_, **__: handler.emit(logging.LogRecord(
+        "jaxsynth", logging.WARNING, "", 0, str(message), None, None))
+    try:
+        yield
+    finally:
+        warnings.showwarning, logger.propagate = shown, propagates
+        logger.removeHandler(handler)
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, 2 for wrong arguments, 130 when
     interrupted).  Arguments are parsed and checked before JAX loads.  Run as a program
@@ -583,7 +631,9 @@ def main(argv=None) -> int:
             from jaxsynth.compilation import enable_compilation_cache
 
             enable_compilation_cache()
-        {"demo": _demo, "simulate": _simulate, "rate": _rate, "audit": _audit}[args.command](args)
+        with _one_line_messages():
+            {"demo": _demo, "simulate": _simulate, "rate": _rate,
+             "audit": _audit}[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except (_UsageError, ValueError) as exc:
         print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)

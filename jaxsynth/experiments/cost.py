@@ -131,18 +131,20 @@ def calibrate(plan, parts, sets, estimate: Estimate) -> dict:
 
 
 def describe(table: pd.DataFrame) -> str:
-    """The estimate as text: per cell, in all, and the compilation apart ("" when there
-    is nothing to compute)."""
-    if not len(table) or not table["replicates"].sum():
+    """The estimate as text: per cell, in all, and the compilation apart; with ``most``
+    (a sweep to a precision), the cost of ``most`` seeds per cell.  "" when there is
+    nothing to estimate (never a table of zero replicates)."""
+    left, most = int(table["replicates"].sum()) if len(table) else 0, table.attrs.get("most")
+    if not left and not (most and len(table)):
         return ""
-    text = [("ESTIMATE (from a short calibration; not a measurement) of the work left, "
-             "seconds per replicate and per cell:"),
-            table.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
-            f"estimated total: {duration(table['seconds'].sum())} for "
-            f"{int(table['replicates'].sum())} replicates"]
-    if table.attrs.get("most"):
-        text[-1] += (f" (the first round; at most {duration(table['seconds_at_most'].sum())}"
-                     f" with {table.attrs['most']} seeds per cell)")
+    text = ["ESTIMATE (from a short calibration; not a measurement) of the work left"]
+    if left:
+        text[0] += ", seconds per replicate and per cell:"
+        text += [table.to_string(index=False, float_format=lambda v: f"{v:.3g}"),
+                 f"estimated total: {duration(table['seconds'].sum())} for {left} replicates"]
+    if most:
+        text[-1] += (f"{' (the first round);' if left else ':'} at most "
+                     f"{duration(table['seconds_at_most'].sum())} with {most} seeds per cell")
     text.append(f"compilation (measured, apart): {duration(table.attrs['compile_seconds'])}")
     return "\n".join(text)
 

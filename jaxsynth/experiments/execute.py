@@ -89,9 +89,12 @@ def release_rows(plan, prepared, part, seeds, advance=lambda count: None):
               "d": X.shape[1], "intrinsic_dim": prepared.intrinsic_dim}
     provenance = {"config": repr(mech), "key": plan.key_label, "data_key": plan.data_key,
                   "metric": plan.metric, "fingerprint": plan.fingerprints[i]}
+    if plan.precision is not None and plan.precision.control is not None:
+        provenance["control_only"] = part.controls
+    evaluation = prepared.evaluating(plan, part)
     frames, chunks = [], []
     for sized in prepared.plans(plan, label, mech, part.eps):
-        chunk = _measure(sized, prepared.evaluation, plan.key, list(seeds), advance)
+        chunk = _measure(sized, evaluation, plan.key, list(seeds), advance)
         frames.append(replicate_rows(chunk.out, chunk.values, sized.plan, seeds, common,
                                      chunk.seconds))
         chunks.append((chunk, sized))

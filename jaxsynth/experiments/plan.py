@@ -28,8 +28,8 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.experiments import grid, prepare
 from jaxsynth.experiments import store as result_store
+from jaxsynth.experiments.summary import CONTROLS
 from jaxsynth.wasserstein.evaluate import check_methods, check_metric
-from jaxsynth.wasserstein.registry import REGISTRY
 
 __all__ = ["DEFAULT_SEEDS", "FIRST_ROUND", "Part", "Precision", "SweepPlan", "plan_sweep"]
 
@@ -57,12 +57,15 @@ class Precision:
 
 @dataclasses.dataclass(frozen=True)
 class Part:
-    """One mechanism (index) on one data set (index) at budgets ``eps``, for ``seeds``."""
+    """One mechanism (index) on one data set (index) at budgets ``eps``, for ``seeds``;
+    ``controls``: replicates that measure only the free columns and the control of a
+    sweep with ``precision_control`` (their other W1 columns stay empty)."""
 
     data: int
     mechanism: int
     eps: tuple
     seeds: tuple
+    controls: bool = False
 
     @property
     def replicates(self) -> int:
@@ -114,32 +117,62 @@ class SweepPlan:
         """The key columns of a replicate (``store.KEY_COLUMNS``)."""
         return (self.mechanisms[j][0], self.data[i].label, self.data[i].n, float(e), int(seed))
 
-    def requested(self, seeds=None) -> set:
-        """The replicates asked for: every cell's seeds (``seeds[cell]`` a count, or the
+    @property
+    def control_methods(self) -> tuple:
+        """The methods a control-only replicate runs: the free ones and the control's."""
+        control = self.precision.control
+        return tuple((m, o) for m, o in self.methods
+                     if m.name in FREE_METHODS or control in m.columns)
+
+    def first_counts(self) -> dict:
+        """Every cell's seed count in the first round: a fixed sweep's seeds, a precision
+        sweep's first round, or with a control ``(n, K)``: ``n`` seeds measured in full
+        and ``K`` control-only seeds (none yet)."""
+        target = self.precision
+        count = len(self.seeds) if target is None else target.first
+        return {cell: (count, 0) if target and target.control else count
+                for cell in self.cells()}
+
+    def seed_ranges(self, count, have=None) -> list[tuple[range, bool]]:
+        """A cell's seeds at ``count`` beyond those at ``have``, as ``(seeds, controls)``
+        pairs: ``range(n)`` measured in full and, with a control (``count = (n, K)``),
+        ``K`` control-only seeds from ``max_seeds`` on (never a seed measured in full)."""
+        if not isinstance(count, tuple):
+            return [(range(have or 0, count), False)]
+        (n, K), (n0, K0) = count, have or (0, 0)
+        start = self.precision.max_seeds
+        return [(range(n0, n), False), (range(start + K0, start + K), True)]
+
+    def requested(self, counts=None) -> set:
+        """The replicates asked for: every cell's seeds at ``counts[cell]`` (default: the
         plan's seeds)."""
-        return {self.replicate(j, i, e, s) for j, i, e in self.cells()
-                for s in (range(seeds[j, i, e]) if seeds is not None else self.seeds)}
+        if counts is None:
+            return {self.replicate(j, i, e, s) for j, i, e in self.cells() for s in self.seeds}
+        return {self.replicate(j, i, e, s) for (j, i, e), count in counts.items()
+                for seeds, _ in self.seed_ranges(count) for s in seeds}
 
     def parts(self, finished: set, ranges=None) -> list[Part]:
         """The parts that compute what ``finished`` lacks, data set by data set.
 
-        ``ranges[cell]`` is the seed range a cell needs (default: the plan's seeds for
-        every cell).  Cells of one mechanism and data set that need the same seeds run
-        as one part; a seed is run again for every budget of its part if one lacks it.
+        ``ranges[cell]`` lists the ``(seeds, controls)`` a cell needs (default: the plan's
+        seeds for every cell).  Cells of one mechanism and data set that need the same
+        seeds run as one part; a seed is run again for every budget of its part if one
+        lacks it.
         """
         out = []
         for i in range(len(self.data)):
             for j in range(len(self.mechanisms)):
                 groups: dict[tuple, list] = {}
                 for e in self.eps:
-                    seeds = tuple(ranges[j, i, e] if ranges is not None else self.seeds)
-                    if seeds:
-                        groups.setdefault(seeds, []).append(e)
-                for seeds, eps in groups.items():
+                    for seeds, controls in (ranges[j, i, e] if ranges is not None
+                                            else [(self.seeds, False)]):
+                        if len(seeds):
+                            groups.setdefault((tuple(seeds), controls), []).append(e)
+                for (seeds, controls), eps in groups.items():
                     left = tuple(s for s in seeds if any(
                         self.replicate(j, i, e, s) not in finished for e in eps))
                     if left:
-                        out.append(Part(i, j, tuple(eps), left))
+                        out.append(Part(i, j, tuple(eps), left, controls))
         return out
 
 
@@ -172,6 +205,9 @@ def _check_precision(precision, seeds, max_seeds, column, control, columns) -> P
     if control is not None and control == column:
         raise ValueError(f"precision_control: {control!r} is the precision_column itself; "
                          "a control is another, cheaper column")
+    if control is not None and first < 4:
+        raise ValueError(f"seeds: with precision_control the first round needs at least 4 "
+                         f"seeds (the control's slope and the interval); got {first}")
     return Precision(precision, first, max_seeds, column, control)
 
 
@@ -206,7 +242,7 @@ def plan_sweep(mechanisms, data, *, eps, seeds, methods, key, n, out, memory_byt
         seeds = DEFAULT_SEEDS if seeds is None else seeds
         most = seed_count(seeds)
     else:
-        most = target.max_seeds
+        most = target.max_seeds * (CONTROLS if target.control else 1)
     check_bool(warmup, "warmup")
     if memory_bytes is not None:
         memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
@@ -242,8 +278,3 @@ def _fingerprints(sets) -> tuple:
             ds.held["points"] = X
             used += prepare.HELD_COPIES * X.nbytes
     return tuple(out)
-
-
-def free_columns() -> tuple:
-    """The columns of ``FREE_METHODS``."""
-    return tuple(c for name in FREE_METHODS for c in REGISTRY[name].columns)

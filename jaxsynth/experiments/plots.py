@@ -132,36 +132,49 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     groups = _groups(df, by)
     cells, theories = set(), {}
     for i, (key, label, g) in enumerate(groups):
-        fit = fits[key]
-        color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
         dodge = DODGE ** (i - (len(groups) - 1) / 2)  # coinciding curves stay visible
-        x, mean, err = _cell_means(g, column)
+        x = _draw_group(ax, g, (column, lower), (i, label, dodge), fits[key], theories)
         cells.update(x.tolist())
-        fitted = np.isfinite(fit["slope"])
-        ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=5, capsize=3,
-                    zorder=3, label=f"{label}: mean, 95 % interval")
-        if fitted:
-            mid = np.sqrt(x.min() * x.max())
-            logs = np.log(mean)
-            at_mid = np.exp(logs.mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
-            grid = np.geomspace(x.min(), x.max(), 50)
-            ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], _STYLES[i % len(_STYLES)],
-                    color=color, lw=1.4,
-                    label=f"{label}: fitted slope {fit['slope']:.2f} "
-                          f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
-            th = _group_theory(g, fit.get("intrinsic_dim"))
-            if th is not None and fit["theory"] == th.label:
-                theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
-                                    (th, grid, mid, []))[3].append(at_mid)
-        if lower is not None:
-            lx, low, _ = _cell_means(g, lower)
-            ax.plot(lx * dodge * DODGE ** 0.5, low, marker, color=color, ms=8, mfc="none",
-                    mew=1.3, ls="none", zorder=4, label=f"{label}: lower end")
     for (name, slope), (th, grid, mid, heights) in theories.items():
         at_mid = np.exp(np.mean(np.log(heights)))
         ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color="0.35", lw=1.6,
                 label=f"theory {name}, slope {slope:.2f} (height arbitrary: through the "
                       "fits' middle)")
+    _rate_axes(ax, df, column, lower, cells)
+    entries = len(ax.get_legend_handles_labels()[0])
+    fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
+    return _save(fig, path)
+
+
+def _draw_group(ax, g: pd.DataFrame, columns, style, fit, theories: dict) -> np.ndarray:
+    """One group of a rate plot: its cell means with intervals, its fitted line, its lower
+    ends; its theory is gathered in ``theories``.  Returns the group's εn values."""
+    (column, lower), (i, label, dodge) = columns, style
+    color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
+    x, mean, err = _cell_means(g, column)
+    ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=5, capsize=3,
+                zorder=3, label=f"{label}: mean, 95 % interval")
+    if np.isfinite(fit["slope"]):
+        mid = np.sqrt(x.min() * x.max())
+        at_mid = np.exp(np.log(mean).mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
+        grid = np.geomspace(x.min(), x.max(), 50)
+        ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], _STYLES[i % len(_STYLES)],
+                color=color, lw=1.4,
+                label=f"{label}: fitted slope {fit['slope']:.2f} "
+                      f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
+        th = _group_theory(g, fit.get("intrinsic_dim"))
+        if th is not None and fit["theory"] == th.label:
+            theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
+                                (th, grid, mid, []))[3].append(at_mid)
+    if lower is not None:
+        lx, low, _ = _cell_means(g, lower)
+        ax.plot(lx * dodge * DODGE ** 0.5, low, marker, color=color, ms=8, mfc="none",
+                mew=1.3, ls="none", zorder=4, label=f"{label}: lower end")
+    return x
+
+
+def _rate_axes(ax, df: pd.DataFrame, column: str, lower, cells: set) -> None:
+    """A rate plot's log axes, their labels in words, the title and the grid."""
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -179,10 +192,6 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
         title = f"certified {metric_name(df)} W1 of the whole data set against ε n"
     ax.set_title(f"{title}\n{_design(df)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    entries = len(ax.get_legend_handles_labels()[0])
-    fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
-    return _save(fig, path)
-
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1, 1, 1)))

@@ -45,10 +45,21 @@ class Prepared:
     intrinsic_dim: int
     evaluation: Evaluation
     sized: dict = dataclasses.field(default_factory=dict)  # (label, ε) -> [Sized]
+    controls: Evaluation | None = None  # the control-only replicates' (``evaluating``)
 
     @property
     def nbytes(self) -> int:
         return HELD_COPIES * self.points.nbytes
+
+    def evaluating(self, sweep, part) -> Evaluation:
+        """The W1 methods that measure ``part``: the sweep's, or for control-only
+        replicates the free ones and the control's (``SweepPlan.control_methods``)."""
+        if not part.controls:
+            return self.evaluation
+        if self.controls is None:
+            self.controls = Evaluation.build(self.points, list(sweep.control_methods),
+                                             sweep.metric)
+        return self.controls
 
     def plans(self, sweep, label: str, mech, eps) -> list[Sized]:
         """The sized plans of ``mech`` at the budgets ``eps``: one per group of ε that run

@@ -22,10 +22,9 @@ import pandas as pd
 
 from jaxsynth.experiments import cost
 from jaxsynth.experiments.execute import Tally, execute
-from jaxsynth.experiments.plan import Part
 from jaxsynth.experiments.prepare import PreparedSets
-from jaxsynth.experiments.store import KEY_COLUMNS, keys_of
-from jaxsynth.experiments.summary import next_target, summarize
+from jaxsynth.experiments.store import KEY_COLUMNS, control_only, keys_of
+from jaxsynth.experiments.summary import next_control_target, next_target, summarize
 
 __all__ = ["Outcome", "dry_run", "run"]
 
@@ -36,7 +35,7 @@ def _ranges(plan, have: dict, counts: dict) -> dict | None:
     """Each cell's seeds this round (``None``: a fixed sweep's seeds for every cell)."""
     if plan.precision is None:
         return None
-    return {cell: range(have[cell], counts[cell]) for cell in counts}
+    return {cell: plan.seed_ranges(counts[cell], have[cell]) for cell in counts}
 
 
 def _prepare(plan, parts, sets) -> None:
@@ -46,24 +45,44 @@ def _prepare(plan, parts, sets) -> None:
 
 
 def _after(parts, kept) -> list:
-    """The parts less the seeds the calibration computed."""
-    out = [Part(p.data, p.mechanism, p.eps, p.seeds[kept[p].seeds:] if p in kept else p.seeds)
-           for p in parts]
-    return [p for p in out if p.seeds]
+    """The parts less the seeds the calibration computed (a part may be left empty)."""
+    return [dataclasses.replace(p, seeds=p.seeds[kept[p].seeds:]) if p in kept else p
+            for p in parts]
 
 
 def _decide(plan, table: pd.DataFrame, have: dict) -> list:
-    """Every cell's next seed count (in ``plan.cells()`` order), from its first
-    ``have[cell]`` seeds."""
+    """Every cell's next count (in ``plan.cells()`` order, as a message carries it), from
+    the cell's seeds at ``have[cell]`` alone."""
     target = plan.precision
     groups = dict(iter(table.groupby(list(KEY_COLUMNS[:4]), sort=False)))
     out = []
     for (j, i, e), count in have.items():
-        g = groups[plan.replicate(j, i, e, 0)[:4]]
-        drawn = g[g["seed"] < count].sort_values("seed")[target.column]
-        out.append(next_target(drawn.to_numpy(np.float64), target.target, target.first,
-                               target.max_seeds))
+        g = groups[plan.replicate(j, i, e, 0)[:4]].sort_values("seed")
+        if target.control is None:
+            drawn = g[g["seed"] < count][target.column].to_numpy(np.float64)
+            out.append(next_target(drawn, target.target, target.first, target.max_seeds))
+        else:
+            out.append(_decide_with_control(target, g, *count))
     return out
+
+
+def _decide_with_control(target, g: pd.DataFrame, n: int, K: int) -> list:
+    """A cell's next ``[n, K]`` with a control (``summary.next_control_target``): the
+    costs are the cell's recorded seconds per replicate, so a resumed run decides as the
+    run that computed the rows did."""
+    only, seed = control_only(g), g["seed"].to_numpy()
+    full = g[~only & (seed < n)]
+    extra = g[only & (seed >= target.max_seeds) & (seed < target.max_seeds + K)]
+    paired = full[target.control].to_numpy(np.float64)
+    spent = full["release_seconds"] + full["measure_seconds"]
+    cheap = (extra["release_seconds"] + extra["measure_seconds"]) if len(extra) \
+        else full["release_seconds"]
+    grown, controls = next_control_target(
+        full[target.column].to_numpy(np.float64), paired,
+        np.concatenate([paired, extra[target.control].to_numpy(np.float64)]),
+        (float(spent.mean()), float(cheap.mean())), target.target, target.first,
+        target.max_seeds)
+    return [grown, max(K, controls - grown)]
 
 
 @dataclasses.dataclass
@@ -80,13 +99,14 @@ class Outcome:
 
 def _rounds(plan, sink, progress, sets, estimate) -> Outcome:
     """Run every round (see the module docstring)."""
-    counts = {cell: (plan.precision.first if plan.precision else len(plan.seeds))
-              for cell in plan.cells()}
-    have, tally, spent, number = dict.fromkeys(counts, 0), Tally(), 0.0, 0
+    counts = plan.first_counts()
+    have = {cell: (0, 0) if isinstance(count, tuple) else 0 for cell, count in counts.items()}
+    tally, spent, number = Tally(), 0.0, 0
     started = time.perf_counter()
     while any(counts[cell] > have[cell] for cell in counts):
         number += 1
-        parts = sink.share(plan.parts(sink.finished, _ranges(plan, have, counts)))
+        every = plan.parts(sink.finished, _ranges(plan, have, counts))
+        parts = sink.share(every)
         _prepare(plan, parts, sets)
         sink.ready()
         begin = time.perf_counter()
@@ -97,15 +117,16 @@ def _rounds(plan, sink, progress, sets, estimate) -> Outcome:
                                    plan.precision.max_seeds if plan.precision else None)
             if text := cost.describe(first):
                 progress.note(text)
-        wanted = plan.requested(counts if plan.precision else None)
-        progress.plan(len(wanted), len(wanted & sink.finished),
+        there = len(plan.requested(counts if plan.precision else None) & sink.finished)
+        progress.plan(there + sum(part.replicates for part in every), there,
                       number if plan.precision else None)
         execute(plan, parts, sink, progress, sets, kept, tally)
         sink.end_round()
         have = counts
         if plan.precision is not None:
             decided = sink.decide(lambda: _decide(plan, sink.table(), have))
-            counts = dict(zip(plan.cells(), decided))
+            counts = {cell: tuple(c) if isinstance(c, list) else c
+                      for cell, c in zip(plan.cells(), decided)}
     return Outcome(counts if plan.precision else None, tally, first, spent,
                    time.perf_counter() - started - spent)
 
@@ -143,18 +164,20 @@ def run(plan, sink, progress, calibrations=None) -> pd.DataFrame:
 def _report(plan, table: pd.DataFrame) -> None:
     """A sweep to a precision: its attributes, and the cells that stopped short."""
     target = plan.precision
-    table.attrs.update(precision=target.target, precision_column=target.column, short=[])
+    table.attrs.update(precision=target.target, precision_column=target.column,
+                       precision_control=target.control, short=[])
     if not len(table):
         return  # a process other than 0 of a cluster may hold no rows
-    cells = summarize(table, target.column, precision=target.target)
+    cells = summarize(table, target.column, precision=target.target, control=target.control)
     short = cells[~cells["target_met"]]
     table.attrs["short"] = [tuple(r) for r in short[["mechanism", "data", "n", "eps"]]
                             .itertuples(index=False)]
+    width = "rel_half_width" if target.control is None else "cv_rel_half_width"
     if len(short):
         log.warning("precision: %d cell(s) stopped at max_seeds = %d short of ±%g: %s",
                     len(short), target.max_seeds, target.target, "; ".join(
                         f"{m} on {d}, n={n}, eps={e:g} (±{w:.3g})" for m, d, n, e, w in
-                        short[["mechanism", "data", "n", "eps", "rel_half_width"]]
+                        short[["mechanism", "data", "n", "eps", width]]
                         .itertuples(index=False)))
 
 
@@ -164,9 +187,8 @@ def dry_run(plan, sink, calibrations=None) -> pd.DataFrame:
     sets = PreparedSets(plan)
     estimate = calibrations.load(plan) if calibrations is not None else cost.Estimate()
     sink.open(plan)
-    counts = {cell: plan.precision.first for cell in plan.cells()} if plan.precision else None
-    parts = plan.parts(sink.finished, None if counts is None else _ranges(
-        plan, dict.fromkeys(counts, 0), counts))
+    counts = plan.first_counts()
+    parts = plan.parts(sink.finished, _ranges(plan, dict.fromkeys(counts), counts))
     _prepare(plan, parts, sets)
     cost.calibrate(plan, parts, sets, estimate)
     return estimate.table(plan, parts, plan.precision.max_seeds if plan.precision else None)

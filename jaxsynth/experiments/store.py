@@ -202,6 +202,14 @@ def _bad(value: pd.Series) -> np.ndarray:
     return ~np.isfinite(numbers) | boolean
 
 
+def control_only(table: pd.DataFrame) -> np.ndarray:
+    """Rows of a sweep with ``precision_control`` that measured only the free columns
+    (``control_only`` True): their other W1 columns are empty."""
+    if "control_only" not in table:
+        return np.zeros(len(table), bool)
+    return table["control_only"].astype(str).str.lower().eq("true").to_numpy(bool)
+
+
 def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
     """Raise ``ValueError`` unless every row is a well-formed, distinct replicate."""
     missing = [c for c in (*KEY_COLUMNS, *w1_columns) if c not in table]
@@ -234,12 +242,14 @@ def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are not {rule} "
                             f"(first: {_show(table[column].iloc[int(np.argmax(bad))])})")
+    controls = control_only(table)  # rows that measured the free columns alone
     for column in w1_columns:
         bad = _bad(table[column])
         value = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64,
                                                                          na_value=np.nan)
         with np.errstate(invalid="ignore"):
             bad |= value < 0
+        bad &= ~(controls & table[column].isna().to_numpy(bool))
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are missing, "
                             f"non-numeric or negative (first: "
@@ -661,5 +671,5 @@ def readable(path, w1_columns=()) -> pd.DataFrame:
     return table
 
 
-__all__ = ["FORMAT", "KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "keys_of",
-           "read_table", "readable", "validate_rows", "write_atomic"]
+__all__ = ["FORMAT", "KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "control_only",
+           "keys_of", "read_table", "readable", "validate_rows", "write_atomic"]

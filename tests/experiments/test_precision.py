@@ -227,7 +227,7 @@ def test_summarize_with_controls_reads_the_cheap_sweep(X, table):
         assert cell.cv_mean == pytest.approx(expected, rel=1e-12) and cell.control_seeds == 64
     with pytest.raises(ValueError, match="other values"):
         summarize(full, "w1_pair", control="w1_tree_upper",
-                  controls=many.assign(w1_tree_upper=many.w1_tree_upper * 2))
+                  controls=many.assign(w1_tree_upper=many.w1_tree_upper / 2))
 
 
 PRECISE = ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "300", "--depth", "4",

@@ -99,7 +99,8 @@ def release_rows(plan, prepared, part, seeds, advance=lambda count: None):
                                      chunk.seconds))
         chunks.append((chunk, sized))
     rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return rows.assign(**provenance), chunks
+    empty = {c: np.nan for c in plan.columns if c not in rows}  # control-only replicates'
+    return rows.assign(**empty, **provenance), chunks
 
 
 def _per_write(sized: list, eps) -> int:

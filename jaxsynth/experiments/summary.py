@@ -293,7 +293,7 @@ def _check_replicates(df: pd.DataFrame, keys: list, name: str = "df") -> None:
     """Refuse a replicate (a cell's seed) that appears twice."""
     repeated = df.duplicated([*keys, "seed"])
     if repeated.any():
-        row = df[repeated].iloc[0]
+        row = {c: getattr(v, "item", lambda v=v: v)() for c, v in df[repeated].iloc[0].items()}
         raise ValueError(f"{name}: {int(repeated.sum())} repeated replicate(s), e.g. seed "
                          f"{row['seed']!r} of " + ", ".join(f"{c}={row[c]!r}" for c in keys)
                          + ": a replicate counts once (concatenated the same table twice?)")

@@ -1,6 +1,6 @@
 """The sweep's one loop: release → measure (``Evaluation``) → rows → ``sink.write``.
 
-``execute`` runs a list of ``plan.Part``\\ s: per part, seeds in writes of at least
+``execute`` runs a list of parts (``plan.Part``): per part, seeds in writes of at least
 ``CHUNK_REPLICATES`` replicates; per write, every plan of the part's budgets releases the
 seeds (``engine.run``) and the W1 methods measure them per ε in batches of
 ``MEASURE_BATCH`` replicates, each batch timed (compilation apart, ``clock.Clock``) and

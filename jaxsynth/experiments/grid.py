@@ -127,7 +127,7 @@ def data_sets(data, n, data_key) -> list[DataSet]:
     """Expand ``data`` × ``n`` into the sweep's data sets, in order.
 
     Generated data sets get one entry per size in ``n`` (default ``datasets.DEFAULT_N``).
-    Given points (arrays, files, which are read here, and ``DataTree``\ s) keep their own
+    Given points (arrays, files, which are read here, and data trees) keep their own
     size without ``n``; with ``n``, each size is a nested subsample of them under their
     one label (``datasets.subsample``: the smaller sizes' points are among the larger's),
     drawn with ``data_key``.

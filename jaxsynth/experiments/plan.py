@@ -1,4 +1,4 @@
-"""A sweep checked once and frozen: ``SweepPlan``, and the ``Part``\\ s of its work.
+"""A sweep checked once and frozen: ``SweepPlan``, and the parts of its work (``Part``).
 
 ``plan_sweep`` turns ``simulate``'s arguments into a ``SweepPlan``: the mechanisms with
 their labels, the data sets (one per data set and size, with the fingerprint of the points

@@ -200,3 +200,23 @@ def test_every_page_is_in_the_nav():
              if p.suffix in (".md", ".ipynb") and "_hooks" not in p.parts}
     assert pages and not pages - listed, f"pages missing from mkdocs.yml nav: {pages - listed}"
     assert not listed - pages - {"api/jaxsynth.md", "api/wasserstein.md"}, listed - pages
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters other than tab and newline: none belongs in a page or a docstring."""
+DAMAGED = re.compile(r"\$[^$]*?(?:\n|\t)(?:ho|au|heta|ext|rac|imes|eq|ar|ot|abla|eta)\b")
+"""A TeX command whose backslash became a control character (``\\rho`` written as a
+carriage return and ``ho``, ``\\tau`` as a tab and ``au``) inside inline math."""
+
+
+def test_pages_and_docstrings_hold_no_control_characters():
+    texts = [(relative(p), p.read_text()) for p in [ROOT / "README.md", *DOCS.rglob("*.md")]]
+    texts += [(where, doc) for path in SOURCES for where, doc in docstrings(path) if doc]
+    bad = [where for where, text in texts if CONTROL.search(text) or DAMAGED.search(text)]
+    assert not bad, f"control characters or damaged TeX escapes in: {bad}"
+
+
+def test_the_control_character_check_sees_damage():
+    assert CONTROL.search("1 − \rho")
+    assert DAMAGED.search("the law's $\nho$ and") and DAMAGED.search("$x\tau$")
+    assert not DAMAGED.search("$1-\\rho^2$") and not CONTROL.search("a\tb\nc")

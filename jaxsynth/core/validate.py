@@ -265,8 +265,8 @@ def _size(nbytes: float, digits: int = 1) -> str:
 
 
 def sizes(a: float, b: float) -> tuple[str, str]:
-    """``a`` and ``b`` bytes in words (``"2.0 GiB"``), with as many digits as tell two
-    different sizes apart (``"2.0001 GiB"`` beside ``"2.0000 GiB"``; bytes at worst)."""
+    """``a`` and ``b`` bytes in words (a number and TiB, GiB, MiB or bytes), with as many
+    decimals as tell two different sizes apart (exact bytes at worst)."""
     for digits in range(1, 10):
         words = _size(a, digits), _size(b, digits)
         if words[0] != words[1] or a == b:

@@ -262,7 +262,8 @@ def _parser() -> _Parser:
         help="grouping columns (default mechanism,data)")
     arg("--n-boot", type=_count, default=1000, metavar="B",
         help="bootstrap resamples (default 1000)")
-    arg("--level", type=real("a number"), default=0.95, metavar="L", help="confidence level (default 0.95)")
+    arg("--level", type=real("a number"), default=0.95, metavar="L",
+        help="confidence level (default 0.95)")
     arg("--plot", metavar="PNG", help="also write a W1 against eps n figure (.png, .pdf, .svg)")
     arg("--intrinsic-dim", type=_count, metavar="S",
         help="the data's intrinsic dimension for the theory exponent (default: the table's "

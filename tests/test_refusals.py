@@ -715,7 +715,7 @@ def test_privtree_default_depth_fits_the_deepest_data_tree():
     from jaxsynth.mechanisms.privtree import MAX_BISECTIONS, default_depth_cap
 
     for d in (2, 186, 187, 341, 342, 1000, 1024):
-        k = min(MAX_BISECTIONS, 12)  # eps n = 2000: ceil(log2 2000) + 1 = 12 levels per coordinate
+        k = min(MAX_BISECTIONS, 12)  # eps n = 2000: ceil(log2 2000) + 1 levels a coordinate
         assert default_depth_cap(2000, d, 1.0) == min(k, MAX_DEPTH // d) * d <= MAX_DEPTH
     assert default_depth_cap(2000, 2, 1e308) == MAX_BISECTIONS * 2  # eps n past the floats
     Y = np.random.default_rng(0).random((400, 400))

@@ -8,10 +8,10 @@ post-processing.  ``shift=True`` moves the data by a public uniform ``U`` drawn 
 replicate key ([He] §6), on a 2^-22 grid so that every cell boundary stays exact in
 float32.
 
-A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d`` and at most the
-deepest data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to the expected leaf count, and a replicate
-that overflows is rerun with doubled capacity (same result: node randomness depends only
-on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
+A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d`` and the deepest
+data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to the
+expected leaf count, and a replicate that overflows is rerun with doubled capacity (same
+result: node randomness depends only on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
 shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
 function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
 to the data without noise and is *not* private, so the released arrays are cut to the

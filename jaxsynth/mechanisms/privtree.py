@@ -9,14 +9,15 @@ replicate key ([He] §6), on a 2^-22 grid so that every cell boundary stays exac
 float32.
 
 A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d`` and the deepest
-data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to the
-expected leaf count, and a replicate that overflows is rerun with doubled capacity (same
-result: node randomness depends only on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
-shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
-function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
-to the data without noise and is *not* private, so the released arrays are cut to the
-power of two holding the batch's most leaves (``engine.Plan.fitted_width``): their width
-is a function of the release (an explicit, public ``capacity`` is kept as the width).
+data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to
+the expected leaf count, and a replicate that overflows is rerun with doubled capacity
+(same result: node randomness depends only on the node).  ``info`` holds ``noisy_mass``,
+``cap_hits``, ``depth_cap`` and, with the shift, ``shift``.  ``cap_hits`` counts the
+capped cells whose split test passed: a function of the uncapped PrivTree's output, so
+post-processing.  The capacity is fitted to the data without noise and is *not* private,
+so the released arrays are cut to the power of two holding the batch's most leaves
+(``engine.Plan.fitted_width``): their width is a function of the release (an explicit,
+public ``capacity`` is kept as the width).
 
 The derivation, the shift's grid, the capacity bound and the node randomness: the
 documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.

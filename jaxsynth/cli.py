@@ -2,7 +2,9 @@
 
 Wrong arguments print one line ``jaxsynth: error: ...`` on stderr and exit with status 2
 (argument errors and ``ValueError`` from the library alike), before any work; no
-traceback.  An operating-system error (a full disk, say) prints one line and exits 1.
+traceback.  Numbers, lists and names are parsed one way (``jaxsynth.arguments``).  An
+operating-system error (a full disk, say) prints one line and exits 1; a closed or broken
+stdout, nothing (status 0).
 
 The default quantity is the ℓ∞ W1 between the whole data set and each release, the
 quantity the papers' rates bound, certified to 1% (``w1_exact_lower``,

@@ -719,11 +719,21 @@ def test_privtree_default_depth_fits_the_deepest_data_tree():
         assert default_depth_cap(2000, d, 1.0) == min(k, MAX_DEPTH // d) * d <= MAX_DEPTH
     assert default_depth_cap(2000, 2, 1e308) == MAX_BISECTIONS * 2  # eps n past the floats
     Y = np.random.default_rng(0).random((400, 400))
-    out = js.release(0, js.PrivTree(), Y, 1.0)
-    assert out.leaf_depth.max() <= MAX_DEPTH // 400 * 400
+    depth = js.PrivTree().data_depth(400, 400, 1.0)  # the data tree a release builds
+    assert depth == 4000 and js.prepare(Y, depth).depth == 4000
     with pytest.raises(ValueError, match=r"depth_cap=4200 exceeds the deepest data tree, 4096 "
                                          r"levels \(the default cap in d = 400 is at most 4000\)"):
         js.release(0, js.PrivTree(depth_cap=4200), Y, 1.0)
+
+
+@pytest.mark.slow
+def test_privtree_releases_with_its_default_depth_in_400_dimensions():
+    from jaxsynth.core.datatree import MAX_DEPTH
+
+    Y = np.random.default_rng(0).random((400, 400))
+    out = js.release(0, js.PrivTree(), Y, 1.0)
+    assert 0 < out.leaf_depth.max() <= MAX_DEPTH // 400 * 400
+    assert float(out.weights.sum()) == pytest.approx(1.0, abs=1e-5)
 
 
 @pytest.mark.parametrize("mech", ["pmm", "pruned-pmm", "adaptive-pruned-pmm", "privtree"])

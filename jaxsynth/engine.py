@@ -33,6 +33,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxsynth.compilation import exported_jit
 from jaxsynth.core.frontier import REPLICATES, capacity_bucket
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
+from jaxsynth.core.validate import sizes
 
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 """Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
@@ -172,21 +173,27 @@ def check_results_fit(plan: Plan, seeds: int) -> None:
         )
 
 
-def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int,
+def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int | None = None,
                platform: str | None = None) -> int:
     """Replicates per chunk: a power of two that fits the memory, at most the platform's cap.
 
-    Smaller grids use the next power of two of their size, so seed counts of one bucket
-    share a compilation.
+    ``memory_bytes``: the working memory of one chunk; ``None``, the default device's
+    (``device_memory()``).  Smaller grids use the next power of two of their size, so
+    seed counts of one bucket share a compilation.
 
     Raises:
-      ValueError: naming ``memory_bytes`` when not even one replicate fits.
+      ValueError: naming ``memory_bytes`` (or its default) when not even one replicate fits.
     """
+    given = memory_bytes is not None
+    memory_bytes = memory_bytes if given else device_memory()
     if bytes_per_replicate > memory_bytes:
-        raise ValueError(
-            f"one replicate needs {bytes_per_replicate / 2**30:.2f} GiB but memory_bytes is "
-            f"{memory_bytes / 2**30:.2f} GiB; raise memory_bytes or reduce the depth or n"
-        )
+        need, have = sizes(bytes_per_replicate, memory_bytes)
+        budget = f"memory_bytes is {have}" if given else (
+            f"a chunk may use {have}, the device's memory for one chunk (the default, as "
+            f"memory_bytes was not given: {DEFAULT_MEMORY_BYTES / 2**30:g} GiB on a CPU, "
+            f"{ACCELERATOR_MEMORY_SHARE:.0%} of an accelerator's free memory)")
+        raise ValueError(f"one replicate needs {need} but {budget}; raise memory_bytes (the "
+                         "command line: --memory-mb) or reduce the depth or n")
     platform = platform or jax.devices()[0].platform
     fit = int(memory_bytes // max(bytes_per_replicate, 1.0))
     cap = min(fit, MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
@@ -253,7 +260,6 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     devices = list(devices) if devices else [jax.devices()[0]]
     E, S = len(plan.eps), keys.shape[0]
     total = E * S
-    memory_bytes = device_memory() if memory_bytes is None else memory_bytes
     size = chunk or chunk_size(plan.bytes_per_replicate, total, memory_bytes)
     size = -(-size // len(devices)) * len(devices)
     grid_keys = np.tile(keys, (E, 1))

@@ -33,6 +33,7 @@ from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.validate import (
     check_epsilon,
+    check_fits,
     check_fraction,
     check_positive_int,
 )
@@ -148,6 +149,15 @@ def _draws(replicates: int) -> int:
     return max(replicates, min(COMPONENT_DRAWS * replicates, MAX_COMPONENT_DRAWS))
 
 
+def _check_memory(replicates: int, columns: int) -> None:
+    """Refuse, before any release, an audit whose releases' features would not fit in the
+    host's memory: per data set (two), ``replicates`` rows of ``columns`` float64 values
+    and a key (``events.audit_features`` reads them as float64)."""
+    check_fits(2.0 * replicates * 8 * (columns + 1), "replicates",
+               f"the features of {replicates} releases per data set ({columns} per release, "
+               "float64, two data sets)", hint="use fewer replicates or a smaller depth")
+
+
 def _chunk(kind: str, replicates: int) -> int:
     return min(CHUNK[kind], 1 << max(0, (replicates - 1).bit_length()))
 
@@ -225,6 +235,7 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
                     for t in trees]
     wb_plans = [_transcript_plan(p) for p in wb_plans]
     counts = _node_counts(trees, R)
+    _check_memory(replicates, len(names) + len(counts[2]))
     tr_reduce = features.transcript_reducer(counts[2])
     outs = []
     for i, (bb, wb) in enumerate(zip(plans, wb_plans)):
@@ -254,6 +265,7 @@ def _audit_privtree(mech, eps, replicates, key, alpha, depth):
     static = dataclasses.replace(plans[0].static, capacity=capacity, piece=PIECE["tree"])
     reduce, names = features.measure_reducer(min(cap, 4), 1, np.stack(neighbours.corners(1)),
                                              False)
+    _check_memory(replicates, len(names))
     outs = [_run(_with_static(p, dataclasses.replace(static, shifted=p.static.shifted)),
                  _stream(key, i, replicates), reduce, "tree") for i, p in enumerate(plans)]
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
@@ -297,6 +309,7 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
     findings = []
     # black-box: the adaptive kernel itself
     reduce, names = features.measure_reducer(4, d, np.stack(neighbours.corners(d)), True)
+    _check_memory(replicates, len(names))
     outs = [_run(_with_static(p, dataclasses.replace(p.static, piece=PIECE["sparse"])),
                  _stream(key, i, replicates), reduce, "sparse") for i, p in enumerate(plans)]
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)

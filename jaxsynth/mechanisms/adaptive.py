@@ -43,6 +43,7 @@ from jaxsynth.mechanisms.pmm import (
     sparse_capacity,
 )
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.schedules import log2_product
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -62,7 +63,7 @@ def max_depth(n: int, d: int, eps_main: float) -> int:
             f"eps_main * n = {eps_main * n:g} but Adaptive Pruned-PMM needs eps_main * n >= 2 "
             "(arXiv 2609.33363 §B.6): increase eps, n, or lower eps_sel"
         )
-    return max(1, _floor(d * np.log2(eps_main * n)))
+    return max(1, _floor(d * log2_product(eps_main, n)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +142,10 @@ def standard_depth(s: int, n: int, d: int, eps_main: float) -> int:
     """
     if s == 1:
         return max_depth(n, d, eps_main)
-    return max(1, _floor(d / s * np.log2(1.0 + eps_main * n * ((s - 1) / d) ** 2)))
+    growth = eps_main * n * ((s - 1) / d) ** 2
+    log = np.log2(1.0 + growth) if np.isfinite(growth) else log2_product(
+        eps_main, n, ((s - 1) / d) ** 2)  # ε_main n past the largest float: 1 + x is x
+    return max(1, _floor(d / s * log))
 
 
 def candidate_set(n: int, d: int, eps_main: float, kind: str = "standard", C: float = 1.0):

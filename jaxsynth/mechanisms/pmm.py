@@ -223,8 +223,11 @@ class _PMMFamily(Mechanism):
     def _dense(self, tree: DataTree, R: int, points: int):
         if R > MAX_DENSE_DEPTH:
             raise ValueError(
-                f"depth={R}: the complete tree has 2^{R + 1} nodes; use "
-                "PrunedPMM(engine='sparse'), whose cost follows the active nodes"
+                f"depth={R}: {self.name} releases on the complete tree of depth {R} "
+                f"(2^{R + 1} - 1 nodes; its dense engine goes to depth {MAX_DENSE_DEPTH}), "
+                "whatever W1 method measures it; use a smaller depth, or "
+                "PrunedPMM(engine='sparse') (the command line: --mechanism pruned-pmm), whose "
+                "cost follows the active nodes"
             )
         rule = getattr(self, "consistency", "zero_respecting")
         static = pmm_kernels.DenseStatic(

@@ -8,15 +8,16 @@ post-processing.  ``shift=True`` moves the data by a public uniform ``U`` drawn 
 replicate key ([He] §6), on a 2^-22 grid so that every cell boundary stays exact in
 float32.
 
-A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``) makes the tree
-finite; the node table's capacity is fitted to the expected leaf count, and a replicate
-that overflows is rerun with doubled capacity (same result: node randomness depends only
-on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
-shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
-function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
-to the data without noise and is *not* private, so the released arrays are cut to the
-power of two holding the batch's most leaves (``engine.Plan.fitted_width``): their width
-is a function of the release (an explicit, public ``capacity`` is kept as the width).
+A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d`` and the deepest
+data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to
+the expected leaf count, and a replicate that overflows is rerun with doubled capacity
+(same result: node randomness depends only on the node).  ``info`` holds ``noisy_mass``,
+``cap_hits``, ``depth_cap`` and, with the shift, ``shift``.  ``cap_hits`` counts the
+capped cells whose split test passed: a function of the uncapped PrivTree's output, so
+post-processing.  The capacity is fitted to the data without noise and is *not* private,
+so the released arrays are cut to the power of two holding the batch's most leaves
+(``engine.Plan.fitted_width``): their width is a function of the release (an explicit,
+public ``capacity`` is kept as the width).
 
 The derivation, the shift's grid, the capacity bound and the node randomness: the
 documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.
@@ -31,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth import engine
-from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import path_words
 from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
@@ -101,9 +102,11 @@ def expected_leaves(tree: DataTree, eps: float, cap: int) -> float:
 
 
 def default_depth_cap(n: int, d: int, eps: float) -> int:
-    """``d·(⌈log2(εn)⌉ + 1)`` (at least ``d``), capped at ``MAX_BISECTIONS·d``."""
-    k = max(0, math.ceil(math.log2(max(eps * n, 1.0)) - 1e-12)) + 1
-    return min(MAX_BISECTIONS, k) * d
+    """``d·(⌈log2(εn)⌉ + 1)`` (at least ``d``), capped at ``MAX_BISECTIONS·d`` and at the
+    deepest data tree, ``⌊MAX_DEPTH/d⌋·d`` (a default that always runs, d up to 1024)."""
+    reach = min(max(eps * n, 1.0), 2.0**MAX_BISECTIONS)  # beyond, the cap is reached
+    k = max(0, math.ceil(math.log2(reach) - 1e-12)) + 1
+    return min(MAX_BISECTIONS, k, MAX_DEPTH // d) * d
 
 
 def fixed_point(tree: DataTree):
@@ -205,7 +208,7 @@ class PrivTree(Mechanism):
     Attributes:
       shift: randomly shifted partition of He §6 (name ``"privtree-shift"``).
       depth_cap: public depth cap; ``None`` uses ``default_depth_cap(n, d, ε)``.  At most
-        ``22·d``.
+        ``22·d`` and ``MAX_DEPTH`` (4096, the deepest data tree).
       reconstruction: ``"topdown"`` or ``"lp"`` (at most ``LP_MAX_LEAVES`` leaves, SciPy).
       placement: ``"center"`` or ``"uniform"`` (one point uniform in the leaf's box).
       capacity: node-table slots; ``None`` starts from the expected size and doubles for
@@ -257,6 +260,10 @@ class PrivTree(Mechanism):
                 f"depth_cap={cap} exceeds {MAX_BISECTIONS}·d = {MAX_BISECTIONS * d} "
                 f"({MAX_BISECTIONS} bisections per coordinate)"
             )
+        if cap > MAX_DEPTH:
+            raise ValueError(f"depth_cap={cap} exceeds the deepest data tree, {MAX_DEPTH} "
+                             f"levels (the default cap in d = {d} is at most "
+                             f"{MAX_DEPTH // d * d})")
         return cap
 
     def data_depth(self, n: int, d: int, eps) -> int:

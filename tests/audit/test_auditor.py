@@ -141,10 +141,11 @@ def test_old_entry_point_names_the_new_one():
 @pytest.mark.parametrize("args, message", [
     (["--replicates", "10"], "--replicates must be >= 200"),
     (["--confidence", "0"], "--confidence must be a number strictly between 0 and 1"),
-    (["--eps", "inf"], "--eps must be finite"),
+    (["--eps", "inf"], "argument --eps: expected a number, finite; got 'inf'"),
     (["--mechanism", "foo"], "unknown mechanism 'foo'"),
     (["--seed", "-2"], "--seed must be >= 0"),
-    (["--replicates", "many"], "invalid int value"),
+    (["--replicates", "many"], "argument --replicates: expected an integer; got 'many'"),
+    (["--replicates", "1e12"], "argument --replicates: expected an integer; got '1e12'"),
     (["--mechanism", "adaptive-pruned-pmm", "--depth", "2"], "--depth does not apply"),
 ])
 def test_command_refuses_bad_options_in_one_line(capsys, args, message):

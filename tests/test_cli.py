@@ -96,7 +96,7 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
         (["rate", "missing.csv", "--column", "mechanism"], "--column must be a W1 column"),
         (["simulate", *SWEEP, "--out", "x.csv"], "--seeds"),
         (["simulate", *SWEEP, "--seeds", "2", "--max-seeds", "9", "--out", "x.csv"],
-         "--max-seeds goes with --precision"),
+         "--max-seeds needs --precision"),
         (["simulate", *SWEEP, "--precision", "0.1", "--out", "x.csv"], "--max-seeds"),
         (["simulate", *SWEEP, "--precision", "0", "--max-seeds", "9", "--out", "x.csv"],
          "--precision"),

@@ -195,7 +195,8 @@ def _check_precision(precision, seeds, max_seeds, column, control, columns) -> P
                          f"got {seeds!r}")
     first = FIRST_ROUND if seeds is None else check_positive_int(seeds, "seeds", 2)
     if max_seeds is None:
-        raise ValueError("max_seeds: precision needs the most seeds a cell may get")
+        raise ValueError("max_seeds: precision needs the most seeds a cell may get (e.g. "
+                         "max_seeds=1024)")
     max_seeds = check_positive_int(max_seeds, "max_seeds", minimum=first)
     column = "w1_exact_upper" if column is None else check_str(column, "precision_column")
     for name, value in (("precision_column", column), ("precision_control", control)):
@@ -253,11 +254,16 @@ def plan_sweep(mechanisms, data, *, eps, seeds, methods, key, n, out, memory_byt
     sets = grid.data_sets(data, n, data_key)
     total = len(mechs) * len(sets) * len(eps) * most
     if total > result_store.MAX_ROWS:
+        what = f"{len(mechs)} mechanism(s) × {len(sets)} data set(s) × {len(eps)} eps × {most}"
+        if target is None:
+            raise ValueError(
+                f"seeds: the sweep asks for {total} replicates ({what} seeds); one sweep "
+                f"holds at most {result_store.MAX_ROWS} rows: run it in parts over disjoint "
+                "seeds (seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
         raise ValueError(
-            f"seeds: the sweep asks for {total} replicates ({len(mechs)} mechanism(s) × "
-            f"{len(sets)} data set(s) × {len(eps)} eps × {most} seeds); one sweep holds at "
-            f"most {result_store.MAX_ROWS} rows: run it in parts over disjoint seeds "
-            "(seeds=range(a, b); jaxsynth simulate --first-seed), one file per part")
+            f"max_seeds: the sweep may ask for {total} replicates ({what} seeds at most); one "
+            f"sweep holds at most {result_store.MAX_ROWS} rows: lower max_seeds, or run it in "
+            "parts over disjoint eps, data sets or mechanisms, one file per part")
     seed_list = tuple(range(target.first)) if target else tuple(seed_indices(seeds).tolist())
     return SweepPlan(tuple(mechs), tuple(sets), tuple(map(float, eps)), seed_list, all_methods,
                      columns, metric, key, data_key, memory_bytes, tuple(devs), warmup, target,

@@ -79,7 +79,8 @@ class Prepared:
         device = sweep.devices[0]
         memory = sweep.memory_bytes or engine.device_memory(device)
         per_replicate = self.evaluation.bytes_per_replicate(plan.bytes_per_replicate)
-        chunk = engine.chunk_size(per_replicate, 2**30, memory, device.platform)
+        # memory_bytes as given (None: the default, which a refusal names as such)
+        chunk = engine.chunk_size(per_replicate, 2**30, sweep.memory_bytes, device.platform)
         count = len(sweep.devices)
         return Sized(plan, memory, -(-chunk // count) * count, sweep.devices)
 

@@ -257,12 +257,15 @@ def _numbers(df: pd.DataFrame, column: str, name: str) -> np.ndarray:
     return value
 
 
-def _check_range(df: pd.DataFrame, column: str, values: np.ndarray, name: str) -> None:
-    """Refuse values of a W1 column that are infinite, negative or above the diameter of
-    [0,1]^d in the row's metric (√d in ℓ2, 1 in ℓ∞): no W1 between measures on the cube
-    exceeds it."""
+def _check_range(df: pd.DataFrame, column: str, values: np.ndarray, name: str,
+                 bounded: bool) -> None:
+    """Refuse infinite or negative values; ``bounded`` (a control), also values of a W1
+    column above the diameter of [0,1]^d in the row's metric (√d in ℓ2, 1 in ℓ∞), which
+    no W1 between measures on the cube exceeds.  The summarized column itself is any
+    non-negative number: a mean and its interval, like a rate, are the same for a
+    rescaled column, whose values a W1 bound need not hold."""
     bad = np.isinf(values) | (values < 0)
-    if column.startswith("w1_") and "d" in df and "metric" in df:
+    if bounded and column.startswith("w1_") and "d" in df and "metric" in df:
         d = pd.to_numeric(df["d"], errors="coerce").to_numpy(np.float64)
         diameter = np.where(df["metric"].astype(str).to_numpy() == "l2", np.sqrt(d), 1.0)
         with np.errstate(invalid="ignore"):
@@ -273,9 +276,10 @@ def _check_range(df: pd.DataFrame, column: str, values: np.ndarray, name: str) -
                          f"{values[np.argmax(bad)]!r})")
 
 
-def _check_table(df, column: str, keys: list, name: str = "df") -> pd.DataFrame:
+def _check_table(df, column: str, keys: list, name: str = "df",
+                 bounded: bool = False) -> pd.DataFrame:
     """``df`` checked for ``summarize``: a table with rows, the key columns and the seed,
-    ``column`` numeric and in range, no replicate twice, one point set per data set."""
+    ``column`` numeric and in range (``_check_range``), one point set per data set."""
     if not isinstance(df, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame; got {type(df).__name__}")
     missing = [c for c in dict.fromkeys([*keys, "seed", column]) if c not in df]
@@ -284,7 +288,7 @@ def _check_table(df, column: str, keys: list, name: str = "df") -> pd.DataFrame:
     if not len(df):
         raise ValueError(f"{name} has no rows: nothing to summarize")
     values = _numbers(df, column, name)
-    _check_range(df, column, values, name)
+    _check_range(df, column, values, name, bounded)
     check_fingerprints(df, name)
     return df
 
@@ -348,8 +352,8 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
     Raises:
       ValueError: naming the argument and the column: ``df`` (or ``controls``) that is
         not a table, has no rows or lacks a column, a replicate twice, a column that is
-        not numeric, a W1 value that is infinite, negative or above the cube's
-        diameter, a cell with a single seed or a missing value, rows of one cell that
+        not numeric, a value that is infinite or negative (a control's, also above the
+        cube's diameter), a cell with a single seed or a missing value, rows of one cell that
         differ in ``kind``, ``config``, ``d`` or ``metric``, rows of one data set and
         size measured on different points (``fingerprint``), a control with a missing
         value, ``controls`` of another metric, ``controls`` without ``control``.
@@ -376,7 +380,7 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
         check_str(control, "control")
         if control not in df:
             raise ValueError(f"control: {control!r} is not a column of df")
-        _check_table(df, control, keys)
+        _check_table(df, control, keys, bounded=True)
         _finite(df, control, "df")
         if controls is not None:
             cheap = _controls(df, controls, control, keys)
@@ -413,7 +417,7 @@ def _finite(df: pd.DataFrame, column: str, name: str) -> None:
 
 def _controls(df: pd.DataFrame, controls, control: str, keys: list) -> dict:
     """The control sweep's rows by cell, checked against ``df``."""
-    controls = _check_table(controls, control, keys, "controls")
+    controls = _check_table(controls, control, keys, "controls", bounded=True)
     _check_replicates(controls, keys, "controls")
     _finite(controls, control, "controls")
     if "metric" in df and "metric" in controls:

@@ -126,7 +126,7 @@ def calibrate(plan, parts, sets, estimate: Estimate) -> dict:
         for chunk, sized in chunks:
             for e, timing in _timings(chunk, sized, len(first)).items():
                 estimate.timings[label, ds.label, ds.n, e] = timing
-        kept[part] = execute.Kept(len(first), rows, chunks)
+        kept[part] = execute.Kept(len(first), rows, sum(c.compile for c, _ in chunks))
     return kept
 
 

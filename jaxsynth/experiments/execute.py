@@ -46,11 +46,12 @@ class Chunk(NamedTuple):
 
 
 class Kept(NamedTuple):
-    """Rows a calibration computed: the part's first ``seeds``, and each plan's run."""
+    """Rows a calibration computed: the part's first ``seeds``, and the seconds it spent
+    compiling."""
 
     seeds: int
     rows: pd.DataFrame
-    chunks: list
+    compile: float
 
 
 def _measure(sized, evaluation, key, seeds, advance) -> Chunk:
@@ -118,9 +119,9 @@ class Tally:
     compile: dict = dataclasses.field(default_factory=dict)
     warm: set = dataclasses.field(default_factory=set)  # plans released once untimed
 
-    def add(self, key: tuple, rows: int, chunks) -> None:
+    def add(self, key: tuple, rows: int, compile: float) -> None:
         self.computed += rows
-        self.compile[key] = self.compile.get(key, 0.0) + sum(c.compile for c, _ in chunks)
+        self.compile[key] = self.compile.get(key, 0.0) + compile
 
 
 def execute(plan, parts, sink, progress, sets, kept=None, tally=None) -> Tally:
@@ -139,7 +140,7 @@ def execute(plan, parts, sink, progress, sets, kept=None, tally=None) -> Tally:
             first = kept.pop(part)
             progress.advance(len(first.rows))
             sink.write(first.rows)
-            tally.add((label, ds.label, ds.n), len(first.rows), first.chunks)
+            tally.add((label, ds.label, ds.n), len(first.rows), first.compile)
             seeds = seeds[first.seeds:]
         elif plan.warmup and seeds:  # the release kernels once, untimed
             for sized in prepared.plans(plan, label, mech, part.eps):
@@ -154,5 +155,5 @@ def execute(plan, parts, sink, progress, sets, kept=None, tally=None) -> Tally:
             rows, chunks = release_rows(plan, prepared, part, seeds[start:start + step],
                                         progress.advance)
             sink.write(rows)
-            tally.add((label, ds.label, ds.n), len(rows), chunks)
+            tally.add((label, ds.label, ds.n), len(rows), sum(c.compile for c, _ in chunks))
     return tally

@@ -4,7 +4,8 @@ A mechanism is a frozen, keyword-only dataclass of public options with a ``name`
 ``is_oracle`` flag (True when it reads the true data beyond what its privacy accounting
 covers, e.g. PMM's ``profile`` schedule), the depth of the data tree it needs
 (``data_depth``) and an engine plan for a data tree and a list of budgets (``plan``).
-``eps_groups`` says which budgets may share one plan (by default all).
+``eps_groups`` says which budgets may share one plan (by default all).  ``check_mechanism``
+refuses anything else at the public entry points.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Mechanism"]
+__all__ = ["Mechanism", "check_mechanism"]
 
 
 @runtime_checkable
@@ -33,3 +34,19 @@ class Mechanism(Protocol):
     def eps_groups(self, n: int, eps) -> list[np.ndarray]:
         """Indices of ``eps`` in groups that run as one plan (default: one group)."""
         return [np.arange(len(np.atleast_1d(eps)))]
+
+
+def check_mechanism(mech, name: str = "mech"):
+    """Return ``mech`` if it is a mechanism config (a ``Mechanism``).
+
+    Raises:
+      ValueError: naming ``name`` for a class or anything that is not a config.
+    """
+    if isinstance(mech, type):
+        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
+                         f"instance; got the class {mech.__name__}")
+    if not isinstance(mech, Mechanism):
+        raise ValueError(
+            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
+        )
+    return mech

@@ -9,7 +9,10 @@ digit of coordinate ``t mod d`` (interleaved, Morton order).
 Digits are computed on the host from float64 data, exactly: ``x * 2**t`` is an exact
 power-of-two scaling, so no depth limit comes from a machine word.  ``morton_words_of_sum``
 computes exact digits of shifted points ``(x + u)/2`` on the host (NumPy) or on a device
-(JAX float32) alike.  Everything else is NumPy; the engines receive its results as arrays.
+(JAX float32) alike, and so do ``coordinate_resolution`` and ``cell_side`` (``xp``).  The
+kernels' cell geometry lives here too: ``corner_step`` and ``lower_corners`` (JAX, loaded
+on first use, so the host geometry imports no JAX).  Everything else is NumPy; the
+engines receive its results as arrays.
 
 Node orders.  *Morton order* lists the level-``j`` cells by their path bits read as a
 binary number ``b_0 b_1 … b_{j-1}``.  The complete-tree engine stores a level in *planar
@@ -30,10 +33,14 @@ GROUND_METRICS = ("linf", "l2")
 ``metric`` column of a result table (how W1 is measured is the *method*)."""
 
 
-def coordinate_resolution(level: int, d: int) -> np.ndarray:
-    """Number of bisections ``k_c(j) = j//d + [c < j mod d]`` of each coordinate, shape [d]."""
-    c = np.arange(d)
-    return level // d + (c < level % d).astype(np.int64)
+def coordinate_resolution(level, d: int, xp=np):
+    """Number of bisections ``k_c(j) = j//d + [c < j mod d]`` of each coordinate, [..., d].
+
+    ``level`` is an int or an integer array (e.g. [N, 1]); with ``xp = jax.numpy`` it may
+    be traced and the result is int32 (int64 on the host).
+    """
+    below = xp.arange(d) < level % d
+    return level // d + below.astype(np.int64 if xp is np else xp.int32)
 
 
 def diameter(level, d: int, metric: str = "linf"):
@@ -128,9 +135,42 @@ def cell_lower_corner(cells: np.ndarray, level: int) -> np.ndarray:
     return np.ldexp(cells.astype(np.float64), -coordinate_resolution(level, d))
 
 
-def cell_side(level: int, d: int) -> np.ndarray:
-    """Side lengths ``2^{-k_c(level)}`` of a level cell, shape [d]."""
-    return np.ldexp(1.0, -coordinate_resolution(level, d))
+def cell_side(level, d: int, xp=np):
+    """Side lengths ``2^{-k_c(level)}`` [..., d] of level-``level`` cells.
+
+    On the host float64, exact.  With ``xp = jax.numpy`` (``level`` may be traced) float32
+    from XLA's ``exp2``, the values every kernel releases: on a CPU they fall a few ulps
+    short of the power of two from ``2^-13`` on.
+    """
+    k = coordinate_resolution(level, d, xp)
+    if xp is np:
+        return np.ldexp(1.0, -k)
+    return xp.exp2(-k.astype(xp.float32))
+
+
+def corner_step(t, d: int, xp=np):
+    """What bit ``b_t = 1`` adds to a cell's lower corner, [d]: ``2^{-(⌊t/d⌋+1)}`` along
+    coordinate ``t mod d``, 0 along the others (``t`` may be traced; float32 on a device,
+    from ``exp2`` as ``cell_side``)."""
+    if xp is np:
+        return np.ldexp(1.0, -(t // d + 1)) * (np.arange(d) == t % d)
+    return xp.exp2(-(t // d + 1).astype(xp.float32)) * (xp.arange(d) == t % d)
+
+
+def lower_corners(bit, depth, d: int, count: int):
+    """Lower corners [count, d] float32 of level-``depth`` cells, on a device.
+
+    ``bit(t)`` gives the bits ``b_t`` [count] (0 or 1) of the cells' paths for ``t < depth``
+    (from path words, planar indices, ...); ``depth`` may be traced.  The corner is
+    ``Σ_t b_t · corner_step(t)``, summed in level order.
+    """
+    import jax  # the device geometry: JAX loads on first use
+    import jax.numpy as jnp
+
+    def level(t, lower):
+        return lower + bit(t)[:, None].astype(jnp.float32) * corner_step(t, d, jnp)
+
+    return jax.lax.fori_loop(0, depth, level, jnp.zeros((count, d), jnp.float32))
 
 
 PIECE_BITS = 24

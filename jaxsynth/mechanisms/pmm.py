@@ -33,6 +33,7 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.mechanisms import pmm_kernels, schedules
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.tree_cache import tree_cached
 
 PLACEMENTS = ("center", "uniform")
 ENGINES = ("auto", "sparse", "dense")
@@ -232,8 +233,8 @@ class _PMMFamily(Mechanism):
         )
         per_replicate = 4 * 2 * (max(2**R, 2 * static.piece) + 2 * static.piece) + 4 * 2**R * tree.d
         _check_dense_fits(R, tree.d, per_replicate + (points or 2**R) * (tree.d + 2) * 4)
-        counts = tree.cached(  # padded so every piece of the last level can be sliced
-            ("planar_counts", R, static.piece),
+        counts = tree_cached(  # padded so every piece of the last level can be sliced
+            tree, ("planar_counts", R, static.piece),
             lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
         )
         shared = {"counts": counts}

@@ -37,6 +37,7 @@ from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.tree_cache import tree_cached
 
 MAX_BISECTIONS = 22
 """Bisections per coordinate supported (exact float32 cells, centers and shifts)."""
@@ -107,8 +108,8 @@ def default_depth_cap(n: int, d: int, eps: float) -> int:
 
 
 def fixed_point(tree: DataTree):
-    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device (cached on the tree)."""
-    return tree.cached("fixed_point", lambda: jnp.asarray(
+    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device, once per tree (``tree_cache``)."""
+    return tree_cached(tree, ("fixed_point",), lambda: jnp.asarray(
         np.floor(tree.points * 2.0**FIXED_POINT_BITS).astype(np.uint32)
     ))
 

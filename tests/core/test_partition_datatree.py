@@ -185,7 +185,7 @@ def test_device_geometry_is_the_host_cells(level, d):
     np.testing.assert_allclose(side, partition.cell_side(level, d), rtol=tolerance, atol=0)
 
 
-def test_device_tree_and_cache():
+def test_device_tree():
     rng = np.random.default_rng(3)
     tree = DataTree.build(rng.random((60, 3)), 40)
     dev = tree.device
@@ -194,10 +194,6 @@ def test_device_tree_and_cache():
     np.testing.assert_array_equal(np.asarray(dev.split), tree.split)
     np.testing.assert_array_equal(np.asarray(dev.table), tree.range_min_table)
     assert tree.device is dev
-    calls = []
-    value = tree.cached("k", lambda: calls.append(1) or np.arange(3))
-    assert tree.cached("k", lambda: calls.append(1) or None) is value and len(calls) == 1
-    assert tree.cached("other", lambda: 5) == 5
 
 
 def test_deep_codes_beyond_one_word():

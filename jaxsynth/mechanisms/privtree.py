@@ -45,6 +45,8 @@ LP_MAX_LEAVES = 300
 """Largest leaf count for ``reconstruction="lp"`` (the LP has ``L^2 + 3L`` variables)."""
 MAX_CAPACITY = 2**26
 """Largest node-table capacity the automatic doubling tries."""
+PIECE = 128
+"""Nodes per piece of the tree kernel."""
 RECONSTRUCTIONS = ("topdown", "lp")
 PLACEMENTS = ("center", "uniform")
 
@@ -266,8 +268,9 @@ class PrivTree(Mechanism):
             return 1
         return max(self.resolved_cap(n, d, float(e)) for e in np.atleast_1d(eps))
 
-    def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E]."""
+    def plan(self, tree: DataTree, eps, *, piece: int | None = None) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E]; ``piece``: nodes per
+        piece (``None``: ``PIECE``; see ``Mechanism.plan``)."""
         eps = np.asarray(eps, np.float64).ravel()
         n, d = tree.n, tree.d
         caps = np.array([self.resolved_cap(n, d, float(e)) for e in eps], np.int32)
@@ -282,7 +285,8 @@ class PrivTree(Mechanism):
         }
         static = TreeStatic(
             capacity=self.capacity or self._initial_capacity(tree, eps, caps),
-            piece=128, max_depth=L, dim=d, rule="privtree",
+            piece=PIECE if piece is None else check_positive_int(piece, "piece"),
+            max_depth=L, dim=d, rule="privtree",
             shifted=self.shift, uniform=self.placement == "uniform",
         )
         return tree_plan(

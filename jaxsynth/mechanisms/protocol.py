@@ -28,8 +28,14 @@ class Mechanism(Protocol):
     def data_depth(self, n: int, d: int, eps) -> int:
         """Depth of the ``DataTree`` that ``plan`` needs for every budget of ``eps``."""
 
-    def plan(self, tree, eps):
-        """The ``engine.Plan`` releasing from ``tree`` at the budgets ``eps`` [E]."""
+    def plan(self, tree, eps, *, piece: int | None = None):
+        """The ``engine.Plan`` releasing from ``tree`` at the budgets ``eps`` [E].
+
+        ``piece``: nodes per piece of the kernel's level loops (``None``: the platform's
+        size); the released measure does not depend on it, but for the order of its
+        atoms and the last bit of float32 values (sums in another order).  A plan is built whole here: nothing
+        outside the mechanism edits one (the privacy auditor asks for small pieces).
+        """
 
     def eps_groups(self, n: int, eps) -> list[np.ndarray]:
         """Indices of ``eps`` in groups that run as one plan (default: one group)."""

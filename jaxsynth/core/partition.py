@@ -9,10 +9,10 @@ digit of coordinate ``t mod d`` (interleaved, Morton order).
 Digits are computed on the host from float64 data, exactly: ``x * 2**t`` is an exact
 power-of-two scaling, so no depth limit comes from a machine word.  ``morton_words_of_sum``
 computes exact digits of shifted points ``(x + u)/2`` on the host (NumPy) or on a device
-(JAX float32) alike, and so do ``coordinate_resolution`` and ``cell_side`` (``xp``).  The
-kernels' cell geometry lives here too: ``corner_step`` and ``lower_corners`` (JAX, loaded
-on first use, so the host geometry imports no JAX).  Everything else is NumPy; the
-engines receive its results as arrays.
+(JAX float32) alike, and so do ``coordinate_resolution``, ``cell_side`` and ``bisection``
+(``xp``).  The kernels' cell corners are ``lower_corners`` (JAX, loaded on first use: the
+host geometry imports none).  Everything else is NumPy; the engines receive its results
+as arrays.
 
 Node orders.  *Morton order* lists the level-``j`` cells by their path bits read as a
 binary number ``b_0 b_1 … b_{j-1}``.  The complete-tree engine stores a level in *planar
@@ -148,13 +148,20 @@ def cell_side(level, d: int, xp=np):
     return xp.exp2(-k.astype(xp.float32))
 
 
-def corner_step(t, d: int, xp=np):
-    """What bit ``b_t = 1`` adds to a cell's lower corner, [d]: ``2^{-(⌊t/d⌋+1)}`` along
-    coordinate ``t mod d``, 0 along the others (``t`` may be traced; float32 on a device,
-    from ``exp2`` as ``cell_side``)."""
+def bisection(t, d: int, xp=np):
+    """The split below level ``t``: the coordinate ``t mod d`` it halves, and the halves'
+    side ``2^{-(⌊t/d⌋+1)}`` along it, by which the upper child's lower corner moves (``t``
+    may be traced; float32 on a device, from ``exp2`` as ``cell_side``)."""
     if xp is np:
-        return np.ldexp(1.0, -(t // d + 1)) * (np.arange(d) == t % d)
-    return xp.exp2(-(t // d + 1).astype(xp.float32)) * (xp.arange(d) == t % d)
+        return t % d, np.ldexp(1.0, -(t // d + 1))
+    return t % d, xp.exp2(-(t // d + 1).astype(xp.float32))
+
+
+def corner_step(t, d: int, xp=np):
+    """What bit ``b_t = 1`` adds to a cell's lower corner, [d]: the side of ``bisection``
+    along its coordinate, 0 along the others."""
+    axis, side = bisection(t, d, xp)
+    return side * (xp.arange(d) == axis)
 
 
 def lower_corners(bit, depth, d: int, count: int):

@@ -232,8 +232,8 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     }
     if static.transcript:
         out["transcript"] = carry[2][:nodes]
-    lower = partition.lower_corners(lambda t: ((index >> t) & 1) * (t < depth), R, d,
-                                    index.shape[0])
+    lower = partition.lower_corners(
+        lambda t: ((index >> t) & 1).astype(jnp.float32) * (t < depth), R, d, index.shape[0])
     side = partition.cell_side(depth, d, jnp)
     if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key
         keys = tuple(jnp.broadcast_to(k, index.shape) for k in key)

@@ -218,7 +218,8 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
             part = frontier.expand_piece(src, i, P, count, live, j, boundary)
             parents, counts, both = part.parents, part.counts, part.valid
             lower = parents.extra["lower"]
-            upper = lower + partition.corner_step(j, d, jnp)[:, None]
+            axis, side = partition.bisection(j, d, jnp)
+            upper = lower.at[axis].add(side)
             child_lower = jnp.concatenate([lower, upper], axis=-1)
             if window is not None:  # cells disjoint from the window are discarded
                 side = partition.cell_side(child_level, d, jnp)[:, None]

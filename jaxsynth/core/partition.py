@@ -9,9 +9,9 @@ digit of coordinate ``t mod d`` (interleaved, Morton order).
 Digits are computed on the host from float64 data, exactly: ``x * 2**t`` is an exact
 power-of-two scaling, so no depth limit comes from a machine word.  ``morton_words_of_sum``
 computes exact digits of shifted points ``(x + u)/2`` on the host (NumPy) or on a device
-(JAX float32) alike, and so do ``coordinate_resolution``, ``cell_side`` and ``bisection``
-(``xp``).  The kernels' cell corners are ``lower_corners`` (JAX, loaded on first use: the
-host geometry imports none).  Everything else is NumPy; the engines receive its results
+(JAX float32) alike, and so do ``coordinate_resolution`` and ``cell_side`` (``xp``).  The
+kernels' cell corners are ``lower_corners`` from ``bisection`` (JAX, loaded on first use:
+the host geometry imports none).  Everything else is NumPy; the engines receive its results
 as arrays.
 
 Node orders.  *Morton order* lists the level-``j`` cells by their path bits read as a
@@ -148,34 +148,28 @@ def cell_side(level, d: int, xp=np):
     return xp.exp2(-k.astype(xp.float32))
 
 
-def bisection(t, d: int, xp=np):
-    """The split below level ``t``: the coordinate ``t mod d`` it halves, and the halves'
-    side ``2^{-(⌊t/d⌋+1)}`` along it, by which the upper child's lower corner moves (``t``
-    may be traced; float32 on a device, from ``exp2`` as ``cell_side``)."""
-    if xp is np:
-        return t % d, np.ldexp(1.0, -(t // d + 1))
-    return t % d, xp.exp2(-(t // d + 1).astype(xp.float32))
+def bisection(t, d: int):
+    """The split below level ``t``, on a device: the coordinate ``t mod d`` it halves, and
+    the halves' side ``2^{-(⌊t/d⌋+1)}`` along it (float32, from ``exp2`` as ``cell_side``),
+    by which the upper child's lower corner moves; ``t`` may be traced."""
+    import jax.numpy as jnp
 
-
-def corner_step(t, d: int, xp=np):
-    """What bit ``b_t = 1`` adds to a cell's lower corner, [d]: the side of ``bisection``
-    along its coordinate, 0 along the others."""
-    axis, side = bisection(t, d, xp)
-    return side * (xp.arange(d) == axis)
+    return t % d, jnp.exp2(-(t // d + 1).astype(jnp.float32))
 
 
 def lower_corners(bit, depth, d: int, count: int):
     """Lower corners [count, d] float32 of level-``depth`` cells, on a device.
 
     ``bit(t)`` gives the bits ``b_t`` [count] (0 or 1) of the cells' paths for ``t < depth``
-    (from path words, planar indices, ...); ``depth`` may be traced.  The corner is
-    ``Σ_t b_t · corner_step(t)``, summed in level order.
+    (from path words, planar indices, ...); ``depth`` may be traced.  The corner is the
+    sum, in level order, of the ``bisection`` sides of the levels whose bit is 1.
     """
     import jax  # the device geometry: JAX loads on first use
     import jax.numpy as jnp
 
     def level(t, lower):
-        return lower + bit(t)[:, None].astype(jnp.float32) * corner_step(t, d, jnp)
+        axis, side = bisection(t, d)
+        return lower + bit(t)[:, None].astype(jnp.float32) * (side * (jnp.arange(d) == axis))
 
     return jax.lax.fori_loop(0, depth, level, jnp.zeros((count, d), jnp.float32))
 

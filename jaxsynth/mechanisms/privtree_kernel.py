@@ -218,7 +218,7 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
             part = frontier.expand_piece(src, i, P, count, live, j, boundary)
             parents, counts, both = part.parents, part.counts, part.valid
             lower = parents.extra["lower"]
-            axis, side = partition.bisection(j, d, jnp)
+            axis, side = partition.bisection(j, d)
             upper = lower.at[axis].add(side)
             child_lower = jnp.concatenate([lower, upper], axis=-1)
             if window is not None:  # cells disjoint from the window are discarded

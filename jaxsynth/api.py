@@ -19,11 +19,11 @@ from jaxsynth.core.validate import (
     check_data,
     check_epsilon,
     check_measurable,
-    check_mechanism,
     check_positive_int,
     seed_count,
     seed_indices,
 )
+from jaxsynth.mechanisms.protocol import check_mechanism
 
 
 def prepare(X, depth: int) -> DataTree:

@@ -650,6 +650,11 @@ def main(argv=None) -> int:
     except (_UsageError, ValueError) as exc:
         print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # an optional dependency missing: the message names its extra
+        if exc.name != "matplotlib":
+            raise
+        print(f"jaxsynth: error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # stdout closed early (``| head``): the results are on disk
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

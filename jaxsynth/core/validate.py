@@ -274,24 +274,6 @@ def sizes(a: float, b: float) -> tuple[str, str]:
     return f"{int(a)} bytes", f"{int(b)} bytes"
 
 
-def check_mechanism(mech, name: str = "mech"):
-    """Return ``mech`` if it is a mechanism config (a ``protocol.Mechanism``).
-
-    Raises:
-      ValueError: naming ``name`` for a class or anything that is not a config.
-    """
-    from jaxsynth.mechanisms.protocol import Mechanism  # mechanisms build on core
-
-    if isinstance(mech, type):
-        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
-                         f"instance; got the class {mech.__name__}")
-    if not isinstance(mech, Mechanism):
-        raise ValueError(
-            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
-        )
-    return mech
-
-
 def check_measurable(mech, n: int, d: int, eps) -> int:
     """The data depth ``mech`` needs at every ε, refused if ``js.w1`` could not measure it.
 

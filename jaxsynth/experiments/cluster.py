@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import importlib
 import itertools
 import json
 import os
@@ -47,6 +46,8 @@ import time
 
 import jax
 import pandas as pd
+
+from jaxsynth import _compat
 
 __all__ = ["DEFAULT_TIMEOUT_S", "PeerFailure", "Team", "join", "share"]
 
@@ -59,27 +60,8 @@ HEARTBEAT_TIMEOUT_S = 100
 POLL_MS = 500
 """How long one wait for a message blocks before checking for a peer's failure."""
 _calls = itertools.count()  # one message prefix per distributed ``simulate`` call
-JAX_INTERNALS = {
-    "backends_are_initialized": ("jax._src.xla_bridge", "backends_are_initialized"),
-    "distributed_state": ("jax._src.distributed", "global_state"),
-}
-"""The two things this module needs that JAX has no public name for: whether this
-process has set up its devices, and the coordination service's key-value client.  Read
-only through ``_jax_internal``; a test checks both against the installed JAX."""
 _started_with: int | None = None
 """The number of processes ``join`` was given (JAX may report process 0's instead)."""
-
-
-def _jax_internal(name: str):
-    """The JAX internal ``JAX_INTERNALS[name]``; a ``RuntimeError`` naming it and the JAX
-    version when this JAX has moved it (a cluster cannot run; one process still can)."""
-    module, attribute = JAX_INTERNALS[name]
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError):
-        raise RuntimeError(f"jaxsynth's clusters need {module}.{attribute}, which JAX "
-                           f"{jax.__version__} does not have; run on one process, or install "
-                           "the JAX version jaxsynth's tests pass with") from None
 
 
 def _address(coordinator) -> tuple[str, int]:
@@ -160,7 +142,7 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
             raise ValueError(f"process_id must be in 0..{num_processes - 1}; got {process_id}")
     if jax.distributed.is_initialized():
         raise ValueError("this process has already joined a jax.distributed cluster")
-    if _jax_internal("backends_are_initialized")():
+    if _compat.backends_are_initialized():
         raise ValueError("join the cluster before any JAX computation (JAX's devices are "
                          "already set up in this process)")
     if not auto:
@@ -231,8 +213,7 @@ class Team:
         """The cluster this process belongs to, or ``None`` when it runs alone."""
         if not jax.distributed.is_initialized() or jax.process_count() == 1:
             return None
-        state = _jax_internal("distributed_state")
-        return cls(state.client, jax.process_index(), jax.process_count())
+        return cls(_compat.distributed_client(), jax.process_index(), jax.process_count())
 
     @property
     def writes(self) -> bool:

@@ -3,7 +3,9 @@
 Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never through
 ``pyplot``: nothing opens a window and importing this module changes no global
 matplotlib state.  Each function returns the ``Figure`` (notebooks display it) and
-writes it to ``path`` when given (checked before any work).  Every figure names the
+writes it to ``path`` when given (checked before any work).  matplotlib is the optional
+dependency ``jaxsynth[plots]``, imported when a figure is made: without it, an
+``ImportError`` names the extra (``quantity``, in words, needs none).  Every figure names the
 quantity it shows (``quantity``) in the words of the W1 method that writes the column
 (``W1Method.columns``, with the ground metric's symbol ℓ∞ or ℓ2), and pairs a certified
 upper end with its lower end as the methods' columns do (``registry.certified_pairs``):
@@ -12,17 +14,36 @@ a new method's columns need no change here.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_output_path, check_str, refuse_renamed
 from jaxsynth.experiments.rates import RENAMED, estimate_rate, theory
 from jaxsynth.experiments.summary import mean_interval
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["check_figure_path", "depth_plot", "metric_name", "quantity", "rate_plot"]
+
+INSTALL = 'pip install "jaxsynth[plots]"'
+"""What installs matplotlib, the optional dependency of figures."""
+
+
+def _matplotlib(module: str):
+    """matplotlib's ``module``, imported on first use; an ``ImportError`` naming the extra
+    that installs it when matplotlib is missing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith("matplotlib"):
+            raise  # matplotlib is there, and something it needs is not
+        raise ImportError(f"figures need matplotlib, an optional dependency of jaxsynth: "
+                          f"{INSTALL}", name="matplotlib") from exc
 
 _SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
 """The ground metrics in symbols."""
@@ -52,9 +73,8 @@ def _lower_end(column: str, df: pd.DataFrame) -> str | None:
 
 def check_figure_path(path, name: str = "path"):
     """Validate where a figure will be written, before any work (suffix, directory)."""
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    suffixes = tuple("." + k for k in FigureCanvasBase.get_supported_filetypes())
+    canvas = _matplotlib("matplotlib.backend_bases").FigureCanvasBase
+    suffixes = tuple("." + k for k in canvas.get_supported_filetypes())
     return check_output_path(path, name, suffixes)
 
 
@@ -125,7 +145,7 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     by = [by] if isinstance(by, str) else list(by)
     if rates is None:
         rates = estimate_rate(df, column=column, by=by, n_boot=200)
-    fig = Figure(figsize=(7.2, 6.6), layout="constrained")
+    fig = _matplotlib("matplotlib.figure").Figure(figsize=(7.2, 6.6), layout="constrained")
     ax = fig.add_subplot()
     lower = _lower_end(column, df)
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
@@ -177,7 +197,7 @@ def _rate_axes(ax, df: pd.DataFrame, column: str, lower, cells: set) -> None:
     """A rate plot's log axes, their labels in words, the title and the grid."""
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(_matplotlib("matplotlib.ticker").NullFormatter())
     if len(cells) <= CELL_TICKS:  # few cells (often within one decade): label each εn
         ticks = sorted(cells)
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
@@ -271,7 +291,7 @@ def depth_plot(df: pd.DataFrame, column: str | None = None, by="kind", path=None
     panels = [(column, f"mean {column}: {quantity(column, df)}", "linear"),
               (seconds, "seconds per replicate", "log"), ("visited", "visited nodes", "log")]
     _check_df(df, [c for c, _, _ in panels] + ["depth"])
-    fig = Figure(figsize=(12, 3.8))
+    fig = _matplotlib("matplotlib.figure").Figure(figsize=(12, 3.8))
     axes = fig.subplots(1, 3)
     for _, label, g in _groups(df, by):
         means = g.groupby("depth")[[c for c, _, _ in panels]].mean()

@@ -38,6 +38,7 @@ from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.tree_cache import tree_cached
 
 MAX_BISECTIONS = 22
 """Bisections per coordinate supported (exact float32 cells, centers and shifts)."""
@@ -45,6 +46,8 @@ LP_MAX_LEAVES = 300
 """Largest leaf count for ``reconstruction="lp"`` (the LP has ``L^2 + 3L`` variables)."""
 MAX_CAPACITY = 2**26
 """Largest node-table capacity the automatic doubling tries."""
+PIECE = 128
+"""Nodes per piece of the tree kernel."""
 RECONSTRUCTIONS = ("topdown", "lp")
 PLACEMENTS = ("center", "uniform")
 
@@ -110,8 +113,8 @@ def default_depth_cap(n: int, d: int, eps: float) -> int:
 
 
 def fixed_point(tree: DataTree):
-    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device (cached on the tree)."""
-    return tree.cached("fixed_point", lambda: jnp.asarray(
+    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device, once per tree (``tree_cache``)."""
+    return tree_cached(tree, ("fixed_point",), lambda: jnp.asarray(
         np.floor(tree.points * 2.0**FIXED_POINT_BITS).astype(np.uint32)
     ))
 
@@ -272,8 +275,9 @@ class PrivTree(Mechanism):
             return 1
         return max(self.resolved_cap(n, d, float(e)) for e in np.atleast_1d(eps))
 
-    def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E]."""
+    def plan(self, tree: DataTree, eps, *, piece: int | None = None) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E]; ``piece``: nodes per
+        piece (``None``: ``PIECE``; see ``Mechanism.plan``)."""
         eps = np.asarray(eps, np.float64).ravel()
         n, d = tree.n, tree.d
         caps = np.array([self.resolved_cap(n, d, float(e)) for e in eps], np.int32)
@@ -288,7 +292,8 @@ class PrivTree(Mechanism):
         }
         static = TreeStatic(
             capacity=self.capacity or self._initial_capacity(tree, eps, caps),
-            piece=128, max_depth=L, dim=d, rule="privtree",
+            piece=PIECE if piece is None else check_positive_int(piece, "piece"),
+            max_depth=L, dim=d, rule="privtree",
             shifted=self.shift, uniform=self.placement == "uniform",
         )
         return tree_plan(

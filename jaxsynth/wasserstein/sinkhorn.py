@@ -12,14 +12,13 @@ The solve runs rounds of at most 500 momentum iterations on a decreasing ε sche
 (from ``0.01·diam`` towards ``lower/30``), certifying after every round and keeping the
 intersection of the rounds' brackets; ``w1_sinkhorn_batch`` runs many replicates'
 schedules side by side.  ott-jax 0.6.0 calls ``jax.interpreters.batching.is_vmappable``,
-moved in jax ≥ 0.9 (ott-jax issue #700): the alias is installed only around jaxsynth's
-own solves.  Float32, matrix products at "highest" precision (ott-jax issue #496).
-The schedule and the proofs are in ``docs/theory/w1-methods.md``.
+moved in jax ≥ 0.9: ``jaxsynth._compat.ott_batching`` installs the alias around
+jaxsynth's own solves only.  Float32, matrix products at "highest" precision (ott-jax
+issue #496).  The schedule and the proofs are in ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -28,11 +27,11 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.interpreters import batching as _public_batching
 from ott.geometry import costs, geometry, pointcloud
 from ott.problems.linear import linear_problem
 from ott.solvers.linear import acceleration, sinkhorn
 
+from jaxsynth._compat import ott_batching
 from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_data, check_positive_int
@@ -84,21 +83,6 @@ class SinkhornW1:
     converged: bool
     iterations: int
     epsilon: float
-
-
-@contextlib.contextmanager
-def _ott_batching_compat():
-    """Expose ``is_vmappable`` where ott-jax 0.6.0 looks for it, for this block only."""
-    if hasattr(_public_batching, "is_vmappable"):
-        yield
-        return
-    from jax._src.interpreters import batching as private_batching
-
-    _public_batching.is_vmappable = private_batching.is_vmappable
-    try:
-        yield
-    finally:
-        del _public_batching.is_vmappable
 
 
 def _sinkhorn_round_impl(
@@ -500,7 +484,7 @@ def _solve(runs: list, group: int) -> None:
         live = [run for run in runs if run.advance()]
         if not live:
             return
-        with _ott_batching_compat(), jax.default_matmul_precision("highest"):
+        with ott_batching(), jax.default_matmul_precision("highest"):
             if group == 1:
                 for run in live:
                     f, g, n_iter, error = _sinkhorn_round(

@@ -48,9 +48,6 @@ __all__ = [
 
 WORD_BITS = partition.WORD_BITS
 
-PIECE_BITS = 24
-"""Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
-
 DEFAULT_BATCH_SIZE = 64
 """Replicates per vmapped chunk (memory ~ batch_size × (n + M) × 60 bytes)."""
 

@@ -140,15 +140,6 @@ def test_online_mode_matches_dense_and_leaves_jax_unchanged():
     np.testing.assert_allclose([online.lower, online.upper], [dense.lower, dense.upper], rtol=1e-4)
 
 
-def test_compat_alias_is_scoped():
-    import jax.interpreters.batching as public
-
-    had = hasattr(public, "is_vmappable")
-    with sk._ott_batching_compat():
-        assert callable(public.is_vmappable)
-    assert hasattr(public, "is_vmappable") == had
-
-
 def test_same_shapes_compile_once():
     X, Y, w = _case("far", 200, seed=6)
     w1_sinkhorn(X, Y, w, metric="linf")

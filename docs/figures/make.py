@@ -90,7 +90,7 @@ def measure(path: Path, small: bool) -> None:
         points, weights = np.asarray(out.points), np.asarray(out.weights)
         shown = weights > 0
         ax.scatter(X[:, 0], X[:, 1], s=2, color="0.7", lw=0, label="data")
-        ax.scatter(points[shown, 0], points[shown, 1], s=4000 * weights[shown],
+        ax.scatter(points[shown, 0], points[shown, 1], s=12000 * weights[shown],
                    color="C3", alpha=0.5, lw=0, label="release (area ∝ weight)")
         ax.set_title(f"{out.mechanism}, ε = 1: {int(shown.sum())} atoms of positive "
                      f"weight", fontsize=10)

@@ -70,7 +70,7 @@ def enable_compilation_cache(path=None) -> Path | None:
 
     Examples:
       Once per process, before the first computation (the command line does it unless
-      ``--no-cache``)::
+      ``--no-cache``):
 
           js.enable_compilation_cache()          # ~/.cache/jaxsynth/xla
 

@@ -140,7 +140,7 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
 
     Examples:
       Process ``I`` of two on one machine, first thing, then the same ``js.simulate``
-      call in both (``jaxsynth launch`` does this for the command line)::
+      call in both (``jaxsynth launch`` does this for the command line):
 
           js.join_cluster("127.0.0.1:4321", num_processes=2, process_id=I)
 

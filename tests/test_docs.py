@@ -175,20 +175,21 @@ def test_the_example_exceptions_are_public():
     assert set(WITHOUT_EXAMPLE) <= names, set(WITHOUT_EXAMPLE) - names
 
 
-def hook(name: str):
-    """The MkDocs hook ``docs/_hooks/<name>.py``, loaded as mkdocs loads it."""
-    spec = importlib.util.spec_from_file_location(name, DOCS / "_hooks" / f"{name}.py")
+def script(path: Path):
+    """The Python file ``path`` (a hook, a script), loaded as a module of its own."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def reference_hook():
-    return hook("reference")
+def load_hook(name: str):
+    """The MkDocs hook ``docs/_hooks/<name>.py``, loaded as mkdocs loads it."""
+    return script(DOCS / "_hooks" / f"{name}.py")
 
 
 def test_api_reference_lists_every_public_name():
-    hook = reference_hook()
+    hook = load_hook("reference")
     pages = hook.pages()
     assert set(hook.NAMESPACES.values()) and {ns for ns, _ in hook.NAMESPACES.values()} == set(
         NAMESPACES)
@@ -299,7 +300,7 @@ def test_the_control_character_check_sees_damage():
 def test_cli_page_holds_every_option():
     """The command-line page, as the hook renders it, holds the help of every command,
     and so every option its parser documents."""
-    cli = hook("cli")
+    cli = load_hook("cli")
     rendered = cli.render((DOCS / "guide" / "cli.md").read_text())
     assert not cli.MARKER.search(rendered)
     commands = cli.commands()
@@ -317,19 +318,15 @@ def test_cli_page_holds_every_option():
 
 def test_cli_hook_refuses_an_unknown_command():
     with pytest.raises(ValueError, match="jaxsynth simulat"):
-        hook("cli").render("<!-- cli: jaxsynth simulat -->\n")
+        load_hook("cli").render("<!-- cli: jaxsynth simulat -->\n")
 
 
 def test_rates_page_names_the_intrinsic_dimension_option():
-    rendered = hook("cli").render((DOCS / "guide" / "rates.md").read_text())
+    rendered = load_hook("cli").render((DOCS / "guide" / "rates.md").read_text())
     assert "usage: jaxsynth rate " in rendered and "--intrinsic-dim" in rendered
 
 
-def figures_script():
-    spec = importlib.util.spec_from_file_location("make_figures", DOCS / "figures" / "make.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+FIGURES_SCRIPT = DOCS / "figures" / "make.py"
 
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -338,7 +335,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_figures_exist_and_their_pages_show_them():
     """Every figure of ``docs/figures/make.py`` is committed and shown by its page (a
     relative link, which ``mkdocs build --strict`` checks), and no other PNG lies there."""
-    figures = figures_script().FIGURES
+    figures = script(FIGURES_SCRIPT).FIGURES
     assert figures
     for name, (page, _) in figures.items():
         path = DOCS / "figures" / name
@@ -352,9 +349,10 @@ def test_figures_script_draws_every_figure(tmp_path):
     """The figures script runs (at its reduced sizes) and writes every figure as a PNG."""
     import matplotlib.image
 
-    figures = figures_script().FIGURES
-    subprocess.run([sys.executable, str(DOCS / "figures" / "make.py"), "--small", "--out",
-                    str(tmp_path)], check=True, capture_output=True, timeout=1200)
+    figures = script(FIGURES_SCRIPT).FIGURES
+    run = subprocess.run([sys.executable, str(FIGURES_SCRIPT), "--small", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
     for name in figures:
         image = matplotlib.image.imread(tmp_path / name)
         assert image.ndim == 3 and min(image.shape[:2]) > 200, (name, image.shape)

@@ -380,10 +380,16 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
     Raises:
       ValueError: naming the argument for bad input.
 
-    Example (a minute or more: it compiles and runs every finding's kernels)::
+    Examples:
+      The fewest replicates, to show the result; a bound worth reading needs the
+      default 10^6 (``jaxsynth audit``):
 
-        result = js.audit_mechanism(js.PMM(), eps=1.0, replicates=20000)
-        print(result.verdict, result.lower_bound)    # "pass" and a bound below 1.0
+      >>> import jaxsynth as js
+      >>> result = js.audit_mechanism(js.PMM(), eps=1.0, replicates=200)
+      >>> result.mechanism, result.adjacency, result.verdict
+      ('pmm', 'replacement', 'pass')
+      >>> [f.audit for f in result.findings]
+      ['black-box: released measure', 'white-box: noisy counts (dense kernel)']
 
     References:
       [CP34] (the confidence bounds); the privacy proofs audited: [ZAYA26] Thm A.3,

@@ -59,6 +59,16 @@ class SyntheticMeasure:
         as ``NotPrivateDiagnostics``.
       adjacency: ``"replacement"`` or ``"add_remove"`` (static).
       mechanism: the mechanism's name (static).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> batch = js.release_batch(0, js.PMM(depth=6), X, eps=[1.0, 2.0], seeds=4)
+      >>> batch.batch_shape, batch.points.shape      # [E, S] replicates of M atoms in [0,1]^2
+      ((2, 4), (2, 4, 64, 2))
+      >>> out = batch[1, 3]                          # ε = 2, seed 3: one replicate
+      >>> round(float(out.weights.sum()), 5), out.accounting["epsilon"], out.mechanism
+      (1.0, 2.0, 'pmm')
     """
 
     points: jax.Array
@@ -108,6 +118,15 @@ class NotPrivateDiagnostics:
     Attributes:
       values: dict of arrays with the release's batch axes.
       mechanism: the mechanism's name.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out, diag = js.release(0, js.PMM(depth=6), X, eps=1.0, diagnostics=True)
+      >>> diag.mechanism, "tree_linf" in diag.keys()
+      ('pmm', True)
+      >>> bool(0 <= diag["tree_linf"] <= diag["upper_linf"])   # the tree W1, its upper end
+      True
     """
 
     values: dict

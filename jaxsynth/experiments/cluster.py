@@ -119,6 +119,22 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
     The cluster must form within ``timeout`` seconds: a coordinator that does not answer
     is a ``ValueError``; processes that never all join end this process with a one-line
     error (JAX's own wait cannot be interrupted), never a hang.
+
+    Examples:
+      Process ``I`` of two on one machine, first thing, then the same ``js.simulate``
+      call in both (``jaxsynth launch`` does this for the command line):
+
+          js.join_cluster("127.0.0.1:4321", num_processes=2, process_id=I)
+
+      After any JAX computation it is too late, and refused:
+
+      >>> import jaxsynth as js
+      >>> import jax
+      >>> _ = jax.devices()                          # JAX is now set up in this process
+      >>> js.join_cluster("127.0.0.1:4321", num_processes=2, process_id=0)
+      Traceback (most recent call last):
+      ...
+      ValueError: join the cluster before any JAX computation ...
     """
     if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
             or not 0 < timeout <= MAX_TIMEOUT_S):

@@ -50,14 +50,29 @@ _SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
 
 
 def metric_name(df: pd.DataFrame | None = None) -> str:
-    """The ground metric(s) of ``df``'s ``metric`` column in symbols (default ``ℓ∞``)."""
+    """The ground metric(s) of ``df``'s ``metric`` column in symbols (default ``ℓ∞``).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> js.plots.metric_name(), js.plots.metric_name(pd.DataFrame({"metric": ["l2"]}))
+      ('ℓ∞', 'ℓ2')
+    """
     metrics = sorted(set(df["metric"].dropna())) if df is not None and "metric" in df else []
     return "/".join(_SYMBOLS.get(m, m) for m in metrics) or _SYMBOLS[GROUND_METRICS[0]]
 
 
 def quantity(column: str, df: pd.DataFrame | None = None) -> str:
     """What a result column measures, in words: its method's description
-    (``W1Method.columns``) with the ground metric of ``df`` in symbols; else its name."""
+    (``W1Method.columns``) with the ground metric of ``df`` in symbols; else its name.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.plots.quantity("w1_exact_upper")
+      'certified upper end of the ℓ∞ W1 of the whole data set (upper − lower ≤ rtol · upper)'
+      >>> js.plots.quantity("seconds")
+      'seconds'
+    """
     from jaxsynth.wasserstein.registry import GROUND, column_descriptions
 
     return column_descriptions().get(column, column).replace(GROUND, f"the {metric_name(df)}")
@@ -72,7 +87,17 @@ def _lower_end(column: str, df: pd.DataFrame) -> str | None:
 
 
 def check_figure_path(path, name: str = "path"):
-    """Validate where a figure will be written, before any work (suffix, directory)."""
+    """Validate where a figure will be written, before any work (suffix, directory).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> str(js.plots.check_figure_path("rates.png"))
+      'rates.png'
+      >>> js.plots.check_figure_path("rates.txt")
+      Traceback (most recent call last):
+      ...
+      ValueError: path must end in .eps, .gif, ... .png, ...; got 'rates.txt'
+    """
     canvas = _matplotlib("matplotlib.backend_bases").FigureCanvasBase
     suffixes = tuple("." + k for k in canvas.get_supported_filetypes())
     return check_output_path(path, name, suffixes)
@@ -136,6 +161,17 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
       markers beside the filled ones, so the pair is visible.  Coinciding groups stay
       visible: each is offset horizontally by a few percent.  The legend sits below the
       axes.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame({"mechanism": "pmm", "data": "plane", "eps": 1.0,
+      ...                    "n": [1000, 1000, 4000, 4000], "seed": [0, 1, 0, 1],
+      ...                    "w1_exact_upper": [0.030, 0.034, 0.015, 0.017]})
+      >>> fig = js.plots.rate_plot(df)               # path="rates.png" also writes it
+      >>> ax = fig.axes[0]
+      >>> ax.get_xscale(), ax.get_yscale(), ax.get_xlabel()
+      ('log', 'log', 'ε n (privacy budget × sample size)')
     """
     refuse_renamed("rate_plot", renamed, RENAMED)
     check_str(column, "column")
@@ -279,6 +315,17 @@ def depth_plot(df: pd.DataFrame, column: str | None = None, by="kind", path=None
       the ``Figure``: three panels of per-depth means (log scale for seconds and visited
       nodes).  Seconds include each configuration's compilation unless the sweep was run
       with ``simulate(..., warmup=True)``.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame({"kind": "pmm", "depth": [4, 4, 6, 6],
+      ...                    "w1_exact_upper": [0.09, 0.10, 0.05, 0.06],
+      ...                    "visited": [31, 31, 127, 127],
+      ...                    "release_seconds": [0.010, 0.011, 0.020, 0.021]})
+      >>> fig = js.plots.depth_plot(df)
+      >>> [ax.get_title() for ax in fig.axes][1:], fig.axes[0].get_xlabel()
+      (['seconds per replicate', 'visited nodes'], 'depth r')
     """
     refuse_renamed("depth_plot", renamed, RENAMED)
     _check_df(df, [])

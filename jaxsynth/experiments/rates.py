@@ -293,6 +293,22 @@ def estimate_rate(
         cells: the column is named, to be added to ``by``), rows of one data set and
         size measured on different points (``fingerprint``), an ``intrinsic_dim`` that
         is not a positive integer or exceeds ``d``.
+
+    Examples:
+      A table whose cell means fall exactly as ``(εn)^(-1/2)``, three seeds a cell:
+
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame([
+      ...     {"mechanism": "pmm", "kind": "pmm", "data": "plane", "d": 2, "eps": 1.0, "n": n,
+      ...      "seed": s, "w1_exact_upper": spread * n ** -0.5}
+      ...     for n in (1000, 2000, 4000, 8000) for s, spread in enumerate((0.9, 1.0, 1.1))])
+      >>> rates = js.estimate_rate(df, n_boot=200)
+      >>> rates[["slope", "cells", "seeds", "theory", "theory_exponent"]].round(3)
+         slope  cells  seeds          theory  theory_exponent
+      0   -0.5      4      3  (eps n)^(-1/2)             -0.5
+      >>> bool(rates.ci_low[0] < -0.5 < rates.ci_high[0])
+      True
     """
     refuse_renamed("estimate_rate", renamed, RENAMED)
     if not isinstance(df, pd.DataFrame):

@@ -171,7 +171,7 @@ def _parser() -> _Parser:
     demo.add_argument("--seeds", type=integer(2, MAX_SEED), default=DEMO_SEEDS, metavar="S",
                       help=f"replicates, at least 2 for the rate's interval (default "
                       f"{DEMO_SEEDS})")
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--quiet", action="store_true", help="no estimate and no progress line")
 
     sim = sub.add_parser("simulate", help="run a sweep and write one row per replicate")
     arg = sim.add_argument
@@ -229,7 +229,7 @@ def _parser() -> _Parser:
         help="print only the cost estimate (from a short calibration: per cell and in all, "
         "compilation apart) and compute nothing else; every sweep prints it before work "
         "unless --quiet")
-    arg("--quiet", action="store_true", help="no progress bar")
+    arg("--quiet", action="store_true", help="no estimate and no progress line")
     group = sim.add_argument_group(
         "several processes (one sweep, one --out file written by process 0; see also "
         "'jaxsynth launch')")

@@ -1,35 +1,26 @@
 """One sweep over many processes: joining a ``jax.distributed`` cluster, splitting the
 work and carrying finished rows to the one process that writes the result store.
 
-A sweep's replicates depend only on ``(key, seed)`` (``jaxsynth.core.keys``), so the
-processes of a cluster never exchange arrays: they exchange small text messages through
-the key-value store of JAX's coordination service (which runs inside process 0).
+A sweep's replicates depend only on ``(key, seed)``, so the processes of a cluster never
+exchange arrays: they exchange small text messages through the key-value store of JAX's
+coordination service (which runs inside process 0).  The protocol of one ``simulate``
+call (``Team``, driven by ``sinks.ClusterSink``), every message under one prefix per call
+and numbered by kind, so every process's n-th message of a kind has the same name:
 
-The protocol of one ``simulate`` call (``Team``), every message under one prefix per call:
+1. process 0 publishes its sweep's settings; every other process compares its own and
+   stops on a difference, naming it;
+2. each round, process 0 publishes the work left (``broadcast``); each process takes its
+   share (``share``), loads and plans it, and waits until every process is ready, so bad
+   input anywhere is refused before any row is written;
+3. each process releases its share; the others send their finished rows (CSV text,
+   exact floats) to process 0, which appends them to the store as they arrive;
+4. each process says how many messages it has sent; process 0 ends the round when it has
+   them all, and (to a precision) broadcasts the next round's seed counts.
 
-1. process 0 publishes its sweep's settings, output file and number of processes; every
-   other process compares its own and stops on a difference, naming it;
-2. process 0 opens the result store, reads what it holds and publishes the work left
-   (``broadcast``);
-3. each process takes its share (``share``: every part's seeds split into
-   ``process_count`` contiguous parts), loads and plans it, and waits until every
-   process is ready, so that bad input anywhere is refused before any row is written;
-4. each process releases its share on its local devices; the others send their finished
-   rows (CSV text, exact floats) to process 0, which appends them to the store as they
-   arrive, with the store's guarantees (atomic appends, one row per replicate);
-5. each process says how many messages it has sent; process 0 ends the round when it has
-   them all.
-
-A sweep to a stated precision repeats 2–5 once per round, process 0 deciding each
-round's seeds from the whole table and broadcasting them.  The protocol is driven by
-``jaxsynth.experiments.sinks.ClusterSink``; messages of each kind are numbered, so every
-process's n-th message of a kind has the same name.
-
-A process that fails (bad input, an exception, Ctrl-C) publishes the reason; every
-other process raises it at its next wait, or between two chunks.  A process that dies
-without a word (``kill -9``) stops sending heartbeats, and JAX's coordination service
-ends every process of the cluster after its heartbeat timeout; the store is left as
-the last completed append left it, and rerunning the same command resumes the sweep.
+A process that fails publishes the reason; every other process raises it at its next
+wait.  A process that dies without a word (``kill -9``) stops sending heartbeats, and
+JAX ends every process of the cluster after its heartbeat timeout; the store is left as
+its last completed append left it, and rerunning the same command resumes the sweep.
 """
 
 from __future__ import annotations

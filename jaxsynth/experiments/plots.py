@@ -45,6 +45,7 @@ def _matplotlib(module: str):
         raise ImportError(f"figures need matplotlib, an optional dependency of jaxsynth: "
                           f"{INSTALL}", name="matplotlib") from exc
 
+
 _SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
 """The ground metrics in symbols."""
 

@@ -52,7 +52,8 @@ class NoProgress:
 
 
 def duration(seconds: float) -> str:
-    """Seconds as a short text: ``42.0 s``, ``3.5 min``, ``2.1 h``."""
+    """Seconds as a short text: in seconds below two minutes, in minutes below two hours,
+    else in hours (one decimal)."""
     if seconds < 120:
         return f"{seconds:.1f} s"
     if seconds < 7200:

@@ -154,7 +154,7 @@ def describe(table: pd.DataFrame) -> str:
 
 def _machine() -> dict:
     """What a calibration is valid for: the package, JAX, the devices and the CPU."""
-    from jaxsynth import __version__
+    import jaxsynth  # the facade, for its version
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -164,7 +164,7 @@ def _machine() -> dict:
                 break
     except OSError:
         pass
-    return {"jaxsynth": __version__, "jax": jax.__version__, "cpu": cpu,
+    return {"jaxsynth": jaxsynth.__version__, "jax": jax.__version__, "cpu": cpu,
             "cores": os.cpu_count(), "devices": [d.device_kind for d in jax.local_devices()]}
 
 

@@ -22,7 +22,7 @@ import jaxsynth.mechanisms
 PACKAGE = Path(jaxsynth.__file__).parent
 
 FLOORS = (
-    ("core", "compilation", "interrupts", "launcher", "_compat"),
+    ("core", "compilation", "interrupts", "launcher", "_compat", "arguments"),
     ("engine", "wasserstein"),
     ("mechanisms",),
     ("api",),

@@ -7,8 +7,8 @@ shapes static).  Every atom lies strictly inside its leaf cell, whose level is
 reads it.  Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes
 from the batched entry point.  Arrays stay on the device that released them.
 
-``check_measure`` is the one validation of a measure against data, ``canonical_order``
-the one canonical order of its atoms, and ``LEVEL_FIELDS`` the metric-free level
+``check_measure`` is the one validation of a measure against data, ``canonical_atoms``
+the one canonical form of its atoms, and ``LEVEL_FIELDS`` the metric-free level
 statistics a release kernel can report against the true data (NOT PRIVATE).
 """
 
@@ -210,23 +210,41 @@ def _check_mass(totals, name: str) -> None:
         )
 
 
-@jax.jit
-def canonical_order(points, weights):
-    """Every replicate's atoms in the canonical order, and its positive-atom count.
+def canonical_atoms(points, weights):
+    """Positive atoms in the canonical order: the one canonical form of a measure (host).
 
-    Positive atoms first, sorted by coordinates (last coordinate most significant) then
-    weight; zero-weight atoms after them.  A replicate's order then depends on its atoms
-    alone, not on the capacity or the batch it was released in.  Exact (a sort, gathers).
+    A replicate's atoms of positive weight, sorted by their coordinates (the first
+    coordinate most significant) then weight; zero-weight atoms are dropped.  A
+    replicate's form then depends on its atoms alone, not on the capacity, the batch or
+    the device it was released in.  Exact (a sort and copies, in NumPy: on a CPU many
+    times faster than XLA's sort of every slot, zero-weight padding included).
 
     Args:
-      points: [B, M, d] atoms; weights: [B, M].
+      points: [..., M, d] atoms; weights: [..., M] (host or device arrays).
 
     Returns:
-      ``(points [B, M, d], weights [B, M], counts [B] int32)``.
+      unbatched (``weights`` [M]): ``(points [K, d], weights [K])``, the ``K`` positive
+      atoms.  Batched: ``(points [B, W, d], weights [B, W], counts [B])``, the batch axes
+      flattened, ``W`` the largest count; slots past a replicate's ``count`` repeat its
+      first atom with weight 0.
     """
-    keep = weights > 0
-    keys = (weights,) + tuple(points[..., k] for k in reversed(range(points.shape[-1])))
-    order = jnp.lexsort(keys + (~keep,), axis=-1)
-    points = jnp.take_along_axis(points, order[..., None], axis=1)
-    weights = jnp.take_along_axis(weights, order, axis=1)
-    return points, weights, jnp.sum(keep, axis=1, dtype=jnp.int32)
+    weights = np.asarray(weights)
+    points = np.asarray(points).reshape(-1, weights.shape[-1], np.shape(points)[-1])
+    flat = weights.reshape(-1, weights.shape[-1])
+    keep = flat > 0
+    counts = keep.sum(axis=1)
+    rows, cols = np.nonzero(keep)
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max(initial=1))
+    p = np.zeros((len(flat), width, points.shape[-1]), points.dtype)
+    w = np.zeros((len(flat), width), flat.dtype)
+    p[rows, slot], w[rows, slot] = points[rows, cols], flat[rows, cols]
+    pad = np.arange(width)[None] >= counts[:, None]
+    order = np.lexsort((w,) + tuple(p[..., k] for k in reversed(range(p.shape[-1])))
+                       + (pad,), axis=-1)
+    p = np.take_along_axis(p, order[..., None], axis=1)
+    w = np.take_along_axis(w, order, axis=1)
+    p = np.where(pad[..., None], p[:, :1], p)
+    if weights.ndim == 1:
+        return p[0, :counts[0]], w[0, :counts[0]]
+    return p, w, counts.astype(np.int32)

@@ -221,14 +221,14 @@ def simulate(
         n_seeds = seed_count(seeds) if precision is None else max_seeds
         check_str(precision_column, "precision_column")
         metric = check_metric(metric)
-        methods = check_methods(methods, metric)
+        methods = check_methods(methods)
         check_bool(progress, "progress")
         check_bool(warmup, "warmup")
         check_bool(dry_run, "dry_run")
         if memory_bytes is not None:
             memory_bytes = check_positive_int(memory_bytes, "memory_bytes")
         data_key = check_positive_int(data_key, "data_key", minimum=0)
-        w1_columns = [c for m, _ in methods for c in m.columns]
+        w1_columns = [c for m in methods for c in m.columns]
         if precision is not None and precision_column not in w1_columns:
             raise ValueError(f"precision_column: {precision_column!r} is not a column of the "
                              f"sweep's methods ({', '.join(w1_columns)})")
@@ -345,7 +345,7 @@ def _run(team, mechs, sets, eps, seed_list, *, methods, metric, key, key_label, 
         team.agree({"spec": spec, "eps": eps.tolist(), "seeds": seed_list,
                     "out": None if out is None else str(out),
                     "data sets": [[ds.label, ds.n] for ds in sets],
-                    "methods": repr([(m.name, o) for m, o in methods])})
+                    "methods": repr(methods)})
     w1_columns = spec["w1_columns"]
     store = ResultStore(out, spec, w1_columns) if out is not None and writes and not dry_run \
         else None

@@ -29,20 +29,19 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
-from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.core.batching import capacity_bucket, chunked, fitting_batch
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, check_measure
 from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data, check_positive_int
-from jaxsynth.wasserstein.method import run_blocks
 
 __all__ = [
     "TreeData",
     "TreeW1",
+    "bytes_per_replicate",
     "data_points",
     "levels_w1",
     "metric_tables",
     "prepare",
-    "tree_w1",
     "tree_w1_atoms",
 ]
 
@@ -52,7 +51,10 @@ PIECE_BITS = 24
 """Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
 
 DEFAULT_BATCH_SIZE = 64
-"""Replicates per vmapped chunk (memory ~ batch_size × (n + M) × 60 bytes)."""
+"""Most replicates per vmapped chunk (fewer where ``bytes_per_replicate`` says so)."""
+ENTRY_BYTES = 60
+"""Working memory of the kernel per merged entry (a data cell or an atom) of a replicate:
+codes, masses, depths, split levels and positions (``_replicate``)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -416,37 +418,20 @@ def _shifted_data(data: TreeData, shift: np.ndarray):
     return np.stack([w for w, _ in per_rep]), np.stack([c for _, c in per_rep])
 
 
-def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
-    """Exact tree-metric W1 between data and a (batch of) synthetic measure(s).
-
-    Args:
-      data: a ``TreeData`` from ``prepare`` (depth ≥ the deepest leaf of ``out``), or
-        data [n, d] or a ``DataTree``, prepared on the fly to ``out``'s deepest leaf.
-      out: ``SyntheticMeasure`` with points [..., M, d]; ``out.info["shift"]`` [..., d]
-        marks a shifted partition.
-      metric: ``"linf"`` or ``"l2"`` cell diameters.
-      batch_size: replicates per vmapped chunk (memory control; results do not depend on it).
-
-    Returns:
-      ``TreeW1`` of jax arrays with shape ``out.batch_shape``.
-    """
-    if metric not in partition.GROUND_METRICS:
-        raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
-    batch_size = check_positive_int(batch_size, "batch_size")
-    points, weights, leaf_depth, shift = check_measure(out, data_points(data).shape[1])
-    result = tree_w1_atoms(data, points, weights, leaf_depth, shift, metric, batch_size)
-    return TreeW1(*(r.reshape(out.batch_shape) for r in result))
-
-
 def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
-                  batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
-    """``tree_w1`` of validated flat arrays (``core.measure.check_measure``'s output).
+                  batch_size: int | None = None) -> TreeW1:
+    """Exact tree-metric W1 between data and a batch of synthetic measures (validated
+    flat arrays: ``core.measure.check_measure``'s output).
 
     Args:
-      data: a ``TreeData``, or data [n, d] / a ``DataTree`` prepared here to the deepest leaf.
-      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] or ``None``.
-      metric: the ground metric.
-      batch_size: replicates per vmapped chunk.
+      data: a ``TreeData`` (depth ≥ the deepest leaf), or data [n, d] / a ``DataTree``
+        prepared here to the deepest leaf.
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] partition
+        shifts, or ``None``.
+      metric: the ground metric (checked by the router).
+      batch_size: replicates per vmapped chunk (``None``: as many as fit
+        ``engine.device_memory()`` under ``bytes_per_replicate``, at most
+        ``DEFAULT_BATCH_SIZE``); the values do not depend on it.
 
     Returns:
       ``TreeW1`` of [B] jax arrays.
@@ -471,7 +456,25 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
         per_rep = _shifted_data(data, shift) + (shift,)
     kernel = _chunk_kernel(data.depth, shift is not None)
     arrays = per_rep[:2] + (points, weights, leaf_depth) + per_rep[2:]
-    return TreeW1(*run_blocks(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size))
+    if batch_size is None:
+        from jaxsynth.engine import device_memory
+
+        batch_size = fitting_batch(_replicate_bytes(data.n, weights.shape[1], shift is not None),
+                                   device_memory(), DEFAULT_BATCH_SIZE)
+    return TreeW1(*chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size))
+
+
+def bytes_per_replicate(data, atom_bytes: float) -> float:
+    """The tree W1's memory model: working memory per replicate measured from its atoms
+    (``atom_bytes`` of release), for data ``data`` (an array, ``TreeData`` or
+    ``DataTree``); the route from the level statistics needs none."""
+    d = data_points(data).shape[1]
+    return _replicate_bytes(data_points(data).shape[0], atom_bytes / (4.0 * (d + 2)), False)
+
+
+def _replicate_bytes(n: int, atoms: float, shifted: bool) -> float:
+    """``ENTRY_BYTES`` per merged entry; a shifted replicate holds its own data codes."""
+    return ENTRY_BYTES * (n + atoms) * (2 if shifted else 1)
 
 
 def levels_w1(levels, d: int, metric: str):

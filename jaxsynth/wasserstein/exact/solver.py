@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
+from jaxsynth.core.measure import canonical_atoms
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, point_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp, simplex
@@ -57,7 +58,7 @@ from jaxsynth.wasserstein.exact.levels import (
     _unique_arcs,
 )
 
-__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "region_threads",
+__all__ = ["DEFAULT_RTOL", "check_rtol", "check_stacked", "region_threads",
            "w1_exact", "w1_exact_replicate"]
 
 DEFAULT_RTOL = 0.01
@@ -564,10 +565,3 @@ def check_stacked(stacked) -> bool:
         raise ValueError(f"stacked must be True, False or None; got {stacked!r}")
     return bool(stacked)
 
-
-def canonical_atoms(points: np.ndarray, weights: np.ndarray):
-    """A replicate's positive atoms in a canonical order (coordinates, then weight), host."""
-    live = weights > 0
-    p, w = points[live], weights[live]
-    order = np.lexsort((w,) + tuple(p[:, k] for k in reversed(range(p.shape[1]))))
-    return p[order], w[order]

@@ -2,45 +2,105 @@
 
 from __future__ import annotations
 
-import jax
+import dataclasses
+from typing import Any, ClassVar
+
 import numpy as np
 
 from jaxsynth.core.keys import as_typed_key
-from jaxsynth.wasserstein.method import Batch
-from jaxsynth.wasserstein.methods.common import check_options
+from jaxsynth.core.validate import check_fraction, check_positive_int
+from jaxsynth.wasserstein.method import Batch, W1Method, atom_count
 from jaxsynth.wasserstein.tree import data_points
 
+MOMENTUM_START = 100
+"""Iteration at which the solve's adaptive momentum starts (``max_iterations`` must pass
+it)."""
+CHUNK_ELEMENTS = 1 << 22
+"""Cost-matrix entries per row chunk of the certificate (no ``n × m`` array in memory)."""
+DENSE_COPIES = 4
+"""Dense ``n × m`` float32 arrays a solve holds at once (cost, kernel and two
+temporaries of ott-jax's iterations): ``sinkhorn_memory``."""
 
-class Sinkhorn:
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sinkhorn(W1Method):
     """``w1_sinkhorn_batch`` of every replicate on its canonical atoms; replicate ``i``
-    subsamples with ``key`` folded with its ``Batch.key_path``."""
+    subsamples with ``key`` folded with its ``Batch.key_path``.
 
-    name = "sinkhorn"
-    options = {"rtol": 0.01, "subsample": None, "key": None, "online": None,
-               "max_iterations": 20000, "max_stages": 12, "batch_size": 1024,
-               "online_threshold": 1 << 27, "group": None}
-    columns = {"w1_sinkhorn": "entropic estimate of the ground metric's W1, certified "
-                              "to rtol (on subsamples with subsample=)"}
-    needs_atoms = True
+    Attributes:
+      rtol: target relative half-width of the certified bracket, in (0, 1).
+      subsample: draw this many data points and synthetic draws (``1..n``; needs ``key``).
+      key: a ``jax.random`` key or integer seed, for ``subsample``.
+      online: force ott-jax's online (batched-cost) mode on or off (``None``: online when
+        ``n·m > online_threshold``).
+      max_iterations: cap on the Sinkhorn iterations of a solve (``> MOMENTUM_START``).
+      max_stages: cap on its ε stages.
+      batch_size: row batch of the online mode.
+      online_threshold: ``n·m`` above which the online mode is the default.
+      group: replicates per vmapped call (``None``: 1 on CPU, 16 on an accelerator).
+    """
 
-    def check(self, options, metric):
-        options = check_options(self, options)
-        if options["key"] is not None:
-            options["key"] = as_typed_key(options["key"])  # ValueError naming key
-        return options
+    rtol: float = 0.01
+    subsample: int | None = None
+    key: Any = None
+    online: bool | None = None
+    max_iterations: int = 20000
+    max_stages: int = 12
+    batch_size: int = 1024
+    online_threshold: int = 1 << 27
+    group: int | None = None
+    name: ClassVar[str] = "sinkhorn"
+    columns: ClassVar[dict] = {
+        "w1_sinkhorn": "entropic estimate of the ground metric's W1, certified to rtol (on "
+                       "subsamples with subsample=)"}
+    in_chunk: ClassVar[bool] = False
 
-    def prepare(self, X, metric, options):
-        return data_points(X)
+    def __post_init__(self):
+        self._set(rtol=check_fraction(self.rtol, "rtol"),
+                  max_iterations=check_positive_int(self.max_iterations, "max_iterations",
+                                                    MOMENTUM_START + 1),
+                  max_stages=check_positive_int(self.max_stages, "max_stages"),
+                  batch_size=check_positive_int(self.batch_size, "batch_size"),
+                  online_threshold=check_positive_int(self.online_threshold,
+                                                      "online_threshold"))
+        if self.subsample is not None:
+            self._set(subsample=check_positive_int(self.subsample, "subsample"))
+        if self.key is not None:
+            self._set(key=as_typed_key(self.key))  # ValueError naming key
+        if self.online not in (None, True, False):
+            raise ValueError(f"online must be True, False or None; got {self.online!r}")
+        if self.group is not None:
+            self._set(group=check_positive_int(self.group, "group"))
+
+    def check_size(self, n: int) -> None:
+        """Refuse a ``subsample`` larger than the data (``n`` points)."""
+        if self.subsample is not None and self.subsample > n:
+            raise ValueError(f"subsample must be at most n = {n}; got {self.subsample}")
+
+    def prepare(self, X, metric):
+        points = data_points(X)
+        self.check_size(len(points))
+        return points
 
     def bytes_per_replicate(self, state, atom_bytes):
-        return 0.0  # solved replicate by replicate after the release
+        return sinkhorn_memory(len(state), atom_count(atom_bytes, state.shape[1]), self)
 
-    def evaluate(self, state, batch: Batch, metric, options):
+    def evaluate(self, state, batch: Batch, metric):
         from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn_batch
 
-        options = dict(options)
-        keys = batch.keys(options.pop("key"))
-        points, weights, _ = jax.device_get(batch.canonical)
-        results = w1_sinkhorn_batch(state, points, weights, keys=keys, metric=metric,
-                                    **options)
+        options = {k: v for k, v in self.options.items() if k != "key"}
+        points, weights, _ = batch.canonical
+        results = w1_sinkhorn_batch(state, points, weights, keys=batch.keys(self.key),
+                                    metric=metric, **options)
         return (np.array([r.value for r in results], np.float64),)
+
+
+def sinkhorn_memory(n: int, m: float, method: Sinkhorn) -> float:
+    """The Sinkhorn solve's memory model: bytes of one solve of ``n`` points (or the
+    subsample) against ``m`` atoms: ``DENSE_COPIES`` dense float32 ``n × m`` arrays, or
+    in online mode as many row batches, plus the certificate's row chunks."""
+    n = min(n, method.subsample or n)
+    rows = n if not (method.online or (method.online is None
+                                       and n * m > method.online_threshold)) \
+        else min(n, method.batch_size)
+    return 4.0 * (DENSE_COPIES * rows * m + 2 * min(n * m, CHUNK_ELEMENTS) + 8 * (n + m))

@@ -32,7 +32,7 @@ __all__ = ["RELATIVE_MARGIN", "check_directions", "check_valid", "directions", "
 RELATIVE_MARGIN = 2.0**-16
 """Relative widening of both bracket ends against float32 rounding."""
 
-MERGED_BYTES = 40
+MERGED_BYTES = 56
 """Bytes per entry of a 1-D transport's merged support (``projection_bytes``)."""
 DEFAULT_DIRECTIONS = dict(zip(partition.GROUND_METRICS, (0, 2)))
 """Random directions added to the coordinate axes by default, per metric (ℓ∞ 0, ℓ2 2)."""
@@ -111,10 +111,11 @@ def projected_w1(data_sorted, dirs, points, weights):
 
 def projection_bytes(n: int, directions: int, atoms: float) -> float:
     """``projected_w1``'s memory model: its working memory per replicate of ``atoms``
-    atoms, ``directions`` 1-D transports against ``n`` data projections, each a merged
-    support of ``n + atoms`` entries (``exact1d.w1_against_sorted``: values, weight parts,
-    positions and cumulative sums, ``MERGED_BYTES`` each)."""
-    return directions * MERGED_BYTES * (n + atoms)
+    atoms: the atoms projected on every direction (float32, and their sort keys), and one
+    1-D transport at a time against ``n`` data projections, a merged support of
+    ``n + atoms`` entries (``exact1d.w1_against_sorted``: values, weight parts, positions
+    and cumulative sums, ``MERGED_BYTES`` each)."""
+    return MERGED_BYTES * (n + atoms) + 8.0 * directions * atoms
 
 
 def lower_margin(raw, d: int, metric: str):

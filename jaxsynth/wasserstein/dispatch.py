@@ -61,7 +61,7 @@ def w1(X, out, method="exact", metric: str = "linf", levels=None, **options):
         not a tree.
     """
     chosen = check_method(method, options)
-    metric = check_metric(metric)
+    metric = check_metric(metric, "method")
     d = data_dimension(X)
     points, weights, leaf_depth, shift = check_measure(out, d, mass=True)
     batch = Batch(d, points, weights, leaf_depth, shift, _levels(levels, out.batch_shape),

@@ -27,14 +27,14 @@ __all__ = ["Evaluation", "batch_of_outputs", "check_method", "check_methods", "c
            "data_dimension"]
 
 
-def check_metric(metric) -> str:
+def check_metric(metric, methods: str = "methods") -> str:
     """The ground metric (``GROUND_METRICS``), or ``ValueError`` naming ``metric``; W1
-    methods given as ``metric=`` are told to use ``method=``/``methods=``."""
+    methods given as ``metric=`` are told to use ``methods=`` (the argument of the entry
+    point that chooses them: ``method`` for ``js.w1``)."""
     if isinstance(metric, (list, tuple, W1Method)) or (isinstance(metric, str)
                                                        and metric in METHODS):
         raise ValueError(f"metric is the ground metric, one of {GROUND_METRICS}; got "
-                         f"{metric!r}: W1 methods are chosen with method= (methods= in a "
-                         "sweep)")
+                         f"{metric!r}: W1 methods are chosen with {methods}=")
     return check_choice(metric, "metric", GROUND_METRICS)
 
 
@@ -56,7 +56,7 @@ def check_method(method, options: dict | None = None, name: str = "method") -> W
     if not isinstance(method, str) or method not in REGISTRY:
         hint = f" ({method!r} is a ground metric: metric=)" if method in GROUND_METRICS else ""
         raise ValueError(f"{name}: unknown W1 method {method!r}; known: "
-                         f"{', '.join(METHODS)}, or a W1Method object{hint}")
+                         f"{', '.join(METHODS)}{hint} (or a configured W1Method)")
     kind = REGISTRY[method]
     accepted = [field.name for field in dataclasses.fields(kind)]
     unknown = sorted(set(options) - set(accepted))

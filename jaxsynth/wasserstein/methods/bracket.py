@@ -9,7 +9,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 
 from jaxsynth.core.validate import check_positive_int
-from jaxsynth.wasserstein import bounds, tree
+from jaxsynth.wasserstein import bounds
 from jaxsynth.wasserstein.method import W1Method, atom_blocks, atom_count
 from jaxsynth.wasserstein.methods.common import tree_values
 from jaxsynth.wasserstein.tree import data_points
@@ -52,10 +52,10 @@ class Bracket(W1Method):
         return X, jnp.asarray(dirs), jnp.asarray(bounds.sorted_projections(points, dirs))
 
     def bytes_per_replicate(self, state, atom_bytes):
-        X, dirs, data = state
+        # the lower end's blocks (its upper end, the tree W1, sizes its own batches)
+        _, dirs, data = state
         atoms = atom_count(atom_bytes, dirs.shape[1])
-        return (tree.bytes_per_replicate(X, atom_bytes)
-                + bounds.projection_bytes(data.shape[1], dirs.shape[0], atoms))
+        return bounds.projection_bytes(data.shape[1], dirs.shape[0], atoms)
 
     def evaluate(self, state, batch, metric):
         X, dirs, data = state

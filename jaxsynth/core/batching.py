@@ -51,11 +51,27 @@ def chunk_rows(total: int, size: int) -> Iterator[np.ndarray]:
 def chunked(fn: Callable, arrays, size: int):
     """Apply a batch function to ``arrays`` (a sequence, leading axis B) in chunks.
 
-    Every chunk has ``min(size, B)`` rows (``chunk_rows``), so one compilation of a jitted
-    ``fn`` serves every chunk; the results (a pytree of arrays with leading axis of the
-    chunk) are concatenated and trimmed to ``B``.
+    Every chunk has ``min(size, B)`` rows (the last padded by repeating row ``B - 1``, as
+    ``chunk_rows``), so one compilation of a jitted ``fn`` serves every chunk; the results
+    (a pytree of arrays with leading axis of the chunk) are concatenated and trimmed to
+    ``B``.  Arrays stay where they are (NumPy on the host, JAX arrays on their device);
+    chunks are contiguous slices.
     """
     total = arrays[0].shape[0]
     rows = max(1, min(int(size), total))
-    outs = [fn(*(a[index] for a in arrays)) for index in chunk_rows(total, rows)]
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[:total], *outs)
+    extra = -total % rows
+    if extra:
+        arrays = [_pad_rows(a, extra) for a in arrays]
+    outs = [fn(*(a[start:start + rows] for a in arrays)) for start in range(0, total, rows)]
+    return jax.tree_util.tree_map(lambda *xs: _library(xs[0]).concatenate(xs)[:total], *outs)
+
+
+def _pad_rows(a, extra: int):
+    """``a`` with its last row repeated ``extra`` times."""
+    xp = _library(a)
+    return xp.concatenate([a, xp.repeat(a[-1:], extra, axis=0)])
+
+
+def _library(a):
+    """NumPy for host arrays (float64 stays float64), JAX for the rest."""
+    return np if isinstance(a, np.ndarray) else jnp

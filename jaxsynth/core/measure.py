@@ -7,8 +7,8 @@ shapes static).  Every atom lies strictly inside its leaf cell, whose level is
 reads it.  Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes
 from the batched entry point.  Arrays stay on the device that released them.
 
-``check_measure`` is the one validation of a measure against data, ``canonical_atoms``
-the one canonical form of its atoms, and ``LEVEL_FIELDS`` the metric-free level
+``check_measure`` is the one validation of a measure against data, ``positive_atoms``
+its atoms of positive weight first, ``canonical_atoms`` the one canonical form of its atoms, and ``LEVEL_FIELDS`` the metric-free level
 statistics a release kernel can report against the true data (NOT PRIVATE).
 """
 
@@ -210,6 +210,33 @@ def _check_mass(totals, name: str) -> None:
         )
 
 
+def positive_atoms(weights, *arrays, width: int | None = None):
+    """Every replicate's atoms of positive weight first, in their order (host NumPy).
+
+    Args:
+      weights: [B, M] weights; arrays: per-atom arrays [B, M, ...] (points, depths).
+      width: atom slots kept (at least the largest count; default: that count).
+
+    Returns:
+      ``(weights [B, width], *arrays [B, width, ...], counts [B])``: slots past a
+      replicate's ``count`` positive atoms have weight 0 and repeat its first atom.
+    """
+    weights = np.asarray(weights)
+    keep = weights > 0
+    counts = keep.sum(axis=1)
+    rows, cols = np.nonzero(keep)
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max(initial=1)) if width is None else width
+    out = [np.zeros((len(weights), width), weights.dtype)]
+    out[0][rows, slot] = weights[rows, cols]
+    first = np.argmax(keep, axis=1)
+    for a in map(np.asarray, arrays):
+        filled = np.repeat(a[np.arange(len(a)), first][:, None], width, axis=1)
+        filled[rows, slot] = a[rows, cols]
+        out.append(filled)
+    return (*out, counts)
+
+
 def canonical_atoms(points, weights):
     """Positive atoms in the canonical order: the one canonical form of a measure (host).
 
@@ -229,22 +256,15 @@ def canonical_atoms(points, weights):
       first atom with weight 0.
     """
     weights = np.asarray(weights)
-    points = np.asarray(points).reshape(-1, weights.shape[-1], np.shape(points)[-1])
     flat = weights.reshape(-1, weights.shape[-1])
-    keep = flat > 0
-    counts = keep.sum(axis=1)
-    rows, cols = np.nonzero(keep)
-    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    width = int(counts.max(initial=1))
-    p = np.zeros((len(flat), width, points.shape[-1]), points.dtype)
-    w = np.zeros((len(flat), width), flat.dtype)
-    p[rows, slot], w[rows, slot] = points[rows, cols], flat[rows, cols]
-    pad = np.arange(width)[None] >= counts[:, None]
+    points = np.asarray(points).reshape(flat.shape + np.shape(points)[-1:])
+    w, p, counts = positive_atoms(flat, points)
+    pad = np.arange(w.shape[1])[None] >= counts[:, None]
     order = np.lexsort((w,) + tuple(p[..., k] for k in reversed(range(p.shape[-1])))
                        + (pad,), axis=-1)
     p = np.take_along_axis(p, order[..., None], axis=1)
     w = np.take_along_axis(w, order, axis=1)
-    p = np.where(pad[..., None], p[:, :1], p)
+    p = np.where(pad[..., None], p[:, :1], p)  # the padding repeats the canonical first atom
     if weights.ndim == 1:
         return p[0, :counts[0]], w[0, :counts[0]]
     return p, w, counts.astype(np.int32)

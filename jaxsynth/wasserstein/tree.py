@@ -31,10 +31,9 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
 from jaxsynth.core.batching import capacity_bucket, chunked, fitting_batch
-from jaxsynth.core.frontier import compact
-from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, check_measure
+from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
-from jaxsynth.core.validate import check_data, check_positive_int
+from jaxsynth.core.validate import check_data, check_positive_int, memory_limit
 
 __all__ = [
     "TreeData",
@@ -49,9 +48,6 @@ __all__ = [
 
 WORD_BITS = partition.WORD_BITS
 
-PIECE_BITS = 24
-"""Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
-
 DEFAULT_BATCH_SIZE = 64
 """Most replicates per vmapped chunk (fewer where ``bytes_per_replicate`` says so)."""
 ATOM_BYTES = 160
@@ -60,6 +56,13 @@ keys, neighbours' split levels and the level's cells (``_replicate``; measured b
 ``tests/wasserstein/test_memory.py``)."""
 CELL_BYTES = 12
 """Memory per data code and level of a shifted replicate's own level cells."""
+COMPLETE_DEPTH = 20
+"""Deepest balanced tree measured on its complete grid of cells (``_complete_tree``)."""
+COMPLETE_CELL_BYTES = 16
+"""Host memory per level-``r`` cell of a balanced replicate measured on its complete
+grid: its float64 cell masses and their sums up the levels (``_complete_levels``)."""
+COMPLETE_ATOM_BYTES = 72
+"""The same per atom: its float64 coordinates, Morton code and histogram index."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -379,6 +382,38 @@ def _replicate(levels, count, dwords, dcounts, cells, points, weights, leaf_dept
     return scale * gap, scale * leaf_mass, valid
 
 
+def _complete_levels(counts, points, weights, leaf_depth, *, depth):
+    """Level statistics of balanced replicates (``_balanced``): each one's complete tree of
+    depth ``top`` (its positive atoms' depth, at most ``depth``), from cell masses at
+    level ``depth`` summed pairwise up the levels (the two children of a level-``j`` cell
+    are consecutive in Morton order).  Host NumPy in float64, the whole batch at once.
+
+    Args:
+      counts: [2^depth] data points per level-``depth`` cell, in Morton order.
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M] (zero-weight atoms add
+        nothing).
+
+    Returns:
+      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], valid [B])`` as
+      ``_replicate``.
+    """
+    batch, size = weights.shape[0], 2**depth
+    rows, atoms = np.nonzero(weights > 0)  # every replicate has one (check_measure)
+    mass = weights[rows, atoms].astype(np.float64)
+    mass /= np.bincount(rows, mass, batch)[rows]
+    top = leaf_depth[np.arange(batch), np.argmax(weights > 0, axis=1)]  # balanced: one depth
+    cells = (partition.morton_words(points[rows, atoms].astype(np.float64), depth)[:, 0]
+             >> np.uint32(WORD_BITS - depth)) if depth else np.zeros(len(rows), np.uint32)
+    diff = counts / counts.sum() - np.bincount(rows * size + cells, mass,
+                                               batch * size).reshape(batch, size)
+    gap = np.zeros((batch, depth + 1))
+    for j in range(depth, 0, -1):
+        gap[:, j] = np.where(j <= top, np.abs(diff).sum(axis=1), 0.0)
+        diff = diff[:, 0::2] + diff[:, 1::2]
+    leaf_mass = np.where(np.arange(depth + 1) == top[:, None], 2.0, 0.0)  # all data, atoms
+    return gap, leaf_mass, np.ones(batch, bool)
+
+
 @functools.cache
 def _chunk_kernel(depth: int, shifted: bool):
     """Jitted ``_replicate`` vmapped over a chunk; data shared unless shifted."""
@@ -392,47 +427,36 @@ def _chunk_kernel(depth: int, shifted: bool):
         in_axes=(None, None, None, None, None, 0, 0, 0)))
 
 
-@functools.partial(jax.jit, static_argnames="width")
-def _compacted(points, weights, leaf_depth, width: int):
-    """The positive atoms of each replicate first (order kept, ``frontier.compact``), cut
-    to ``width``; slots past a replicate's positive atoms repeat its first one, weight 0."""
-
-    def one(p, w, depth):
-        count, (p, w, depth) = compact(w > 0, (p.T, w, depth))
-        pad = jnp.arange(width) >= count
-        p, w, depth = p.T[:width], w[:width], depth[:width]
-        return (jnp.where(pad[:, None], p[:1], p), jnp.where(pad, 0.0, w).astype(w.dtype),
-                jnp.where(pad, depth[:1], depth))
-
-    return jax.vmap(one)(points, weights, leaf_depth)
-
-
-@jax.jit
-def _inert(weights, leaf_depth):
-    """Whether every replicate is balanced with inert zero-weight atoms (at its positive
-    atoms' depth ``r`` or at the root: engine padding), and the most positive atoms."""
+def _balanced(weights, leaf_depth) -> bool:
+    """Whether every replicate is balanced with inert zero-weight atoms: its positive
+    atoms at one depth ``r``, its zero-weight ones at ``r`` or at the root (engine
+    padding).  Host NumPy."""
     positive = weights > 0
-    top = jnp.max(jnp.where(positive, leaf_depth, -1), axis=1, keepdims=True)
-    level_ok = jnp.where(positive, leaf_depth == top, (leaf_depth == top) | (leaf_depth == 0))
-    return jnp.all(level_ok), jnp.max(jnp.sum(positive, axis=1))
+    top = np.max(np.where(positive, leaf_depth, -1), axis=1, keepdims=True)
+    return bool(np.all(np.where(positive, leaf_depth == top,
+                                (leaf_depth == top) | (leaf_depth == 0))))
+
+
+def _cell_histogram(data: TreeData, depth: int) -> np.ndarray:
+    """Data points per level-``depth`` cell, in Morton order ([2^depth] float64)."""
+    cells = data.words[:, 0] >> np.uint32(WORD_BITS - depth) if depth else np.zeros(1, np.uint32)
+    return np.bincount(cells, data.counts, minlength=2**depth)
 
 
 def _drop_inert_atoms(points, weights, leaf_depth):
-    """Drop zero-weight atoms when every replicate is balanced (PMM-family outputs), on
-    the device.
+    """Drop zero-weight atoms when every replicate is balanced (PMM-family outputs).
 
-    A replicate is balanced here when its positive atoms share one depth ``r`` and its
-    zero-weight atoms sit at depth ``r`` or at the root (engine padding).  Its
-    tree is then the complete depth-``r`` tree whatever zero-weight atoms exist (root
-    padding is ignored, depth-``r`` ones are empty leaves), so dropping them changes
-    nothing but the work.  Unbalanced trees keep every atom: zero-mass leaves matter.
-    The new atom count is ``batching.capacity_bucket`` of the largest positive count.
+    A balanced replicate's tree (``_balanced``) is the complete depth-``r`` tree whatever
+    zero-weight atoms exist (root padding is ignored, depth-``r`` ones are empty leaves),
+    so dropping them changes nothing but the work.  Unbalanced trees keep every atom:
+    zero-mass leaves matter.  The new atom count is ``batching.capacity_bucket`` of the
+    largest positive count (``core.measure.positive_atoms``, host NumPy).
     """
-    inert, most = jax.device_get(_inert(weights, leaf_depth))
-    width = capacity_bucket(int(most))
-    if not inert or width >= weights.shape[1]:
+    width = capacity_bucket(int((weights > 0).sum(axis=1).max(initial=1)))
+    if width >= weights.shape[1] or not _balanced(weights, leaf_depth):
         return points, weights, leaf_depth
-    return _compacted(points, weights, leaf_depth, width)
+    weights, points, leaf_depth, _ = positive_atoms(weights, points, leaf_depth, width=width)
+    return points, weights, leaf_depth
 
 
 def _shifted_data(data: TreeData, shift: np.ndarray):
@@ -447,7 +471,7 @@ def _shifted_data(data: TreeData, shift: np.ndarray):
 def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
                   batch_size: int | None = None) -> TreeW1:
     """Exact tree-metric W1 between data and a batch of synthetic measures (validated
-    flat arrays: ``core.measure.check_measure``'s output, host or device).
+    flat arrays: ``core.measure.check_measure``'s output).
 
     Args:
       data: a ``TreeData`` (depth ≥ the deepest leaf), or data [n, d] / a ``DataTree``
@@ -465,8 +489,9 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
     Raises:
       ValueError: when a ``TreeData`` is shallower than the deepest leaf.
     """
+    points, weights, leaf_depth = (np.asarray(a) for a in (points, weights, leaf_depth))
     d = points.shape[-1]
-    deepest = int(jnp.max(leaf_depth, initial=0))
+    deepest = int(leaf_depth.max(initial=0))
     if not isinstance(data, TreeData):
         data = prepare(data, deepest)
     elif deepest > data.depth:
@@ -474,8 +499,25 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
             f"X was prepared to depth {data.depth} but out has leaves at depth {deepest}; "
             f"prepare(X, depth>={deepest})"
         )
+    if shift is None and deepest <= COMPLETE_DEPTH and _balanced(weights, leaf_depth):
+        size = batch_size or fitting_batch(_complete_bytes(deepest, weights.shape[1]),
+                                           memory_limit(), len(weights))
+        gap, leaf, valid = chunked(
+            functools.partial(_complete_levels, _cell_histogram(data, deepest), depth=deepest),
+            (points, weights, leaf_depth), size)
+    else:
+        gap, leaf, valid = _tree_levels(data, points, weights, leaf_depth, shift, metric,
+                                        batch_size)
+    tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
+    return TreeW1(tree, upper, np.asarray(valid))
+
+
+def _tree_levels(data: TreeData, points, weights, leaf_depth, shift, metric, batch_size):
+    """Level statistics of any trees (``_replicate``), on the device in vmapped chunks."""
+    from jaxsynth.engine import device_memory
+
     points, weights, leaf_depth = _drop_inert_atoms(points, weights, leaf_depth)
-    tables = metric_tables(data.depth, d, metric)
+    tables = metric_tables(data.depth, points.shape[-1], metric)
     shared = (tables.levels, tables.count)
     if shift is None:
         shared, per_rep = shared + (data.words, data.counts, data.cells), ()
@@ -484,14 +526,10 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
     kernel = _chunk_kernel(data.depth, shift is not None)
     arrays = per_rep[:2] + (points, weights, leaf_depth) + per_rep[2:]
     if batch_size is None:
-        from jaxsynth.engine import device_memory
-
         batch_size = fitting_batch(
             _replicate_bytes(data, weights.shape[1], shift is not None), device_memory(),
             DEFAULT_BATCH_SIZE)
-    gap, leaf, valid = chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size)
-    tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
-    return TreeW1(tree, upper, np.asarray(valid))
+    return chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size)
 
 
 def bytes_per_replicate(data, atom_bytes: float) -> float:
@@ -500,6 +538,11 @@ def bytes_per_replicate(data, atom_bytes: float) -> float:
     ``DataTree``); the route from the level statistics needs none."""
     d = data_points(data).shape[1]
     return _replicate_bytes(data, atom_bytes / (4.0 * (d + 2)), False)
+
+
+def _complete_bytes(depth: int, atoms: float) -> float:
+    """``_complete_levels``' memory model, per replicate."""
+    return COMPLETE_CELL_BYTES * 2**depth + COMPLETE_ATOM_BYTES * atoms
 
 
 def _replicate_bytes(data, atoms: float, shifted: bool) -> float:

@@ -50,19 +50,20 @@ WORD_BITS = partition.WORD_BITS
 
 DEFAULT_BATCH_SIZE = 64
 """Most replicates per vmapped chunk (fewer where ``bytes_per_replicate`` says so)."""
-ATOM_BYTES = 160
+ATOM_BYTES = 96
 """Working memory of the kernel per atom of a replicate: its codes, weight, depth, sort
 keys, neighbours' split levels and the level's cells (``_replicate``; measured by
 ``tests/wasserstein/test_memory.py``)."""
-CELL_BYTES = 12
-"""Memory per data code and level of a shifted replicate's own level cells."""
+CELL_BYTES = 5
+"""Memory per data code and level of a shifted replicate's own codes and level cells."""
 COMPLETE_DEPTH = 20
 """Deepest balanced tree measured on its complete grid of cells (``_complete_tree``)."""
 COMPLETE_CELL_BYTES = 16
 """Host memory per level-``r`` cell of a balanced replicate measured on its complete
 grid: its float64 cell masses and their sums up the levels (``_complete_levels``)."""
-COMPLETE_ATOM_BYTES = 72
-"""The same per atom: its float64 coordinates, Morton code and histogram index."""
+COMPLETE_ATOM_BYTES = 16
+"""The same per atom slot: the positive atoms' float64 weights, Morton codes and
+histogram indices, in a batch's share of slots."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -19,22 +19,25 @@ from jaxsynth.wasserstein.exact import (
     w1_exact,
 )
 from jaxsynth.wasserstein.exact import levels
-from jaxsynth.wasserstein.exact.solver import THREADS_PER_CORE
+from jaxsynth.wasserstein.exact.solver import DENSE_ARCS, THREADS_PER_CORE
 from jaxsynth.wasserstein.method import W1Method, atom_count
 from jaxsynth.wasserstein.tree import data_points
 
 POINT_BYTES = 600
-"""Solver memory per point of the largest LP it solves (the points' level, or
-``levels.MAX_LP_BLOCKS`` blocks and a thread's regions on large data): the candidate arcs
-(``CANDIDATES`` to ``COARSE_CANDIDATES`` per block, more as rounds add them) with their
-codes, ends and costs, the network simplex's arc and node arrays, the pass's best atoms
-and the plan (``exact_memory``)."""
-DATA_BYTES = 120
-"""Solver memory per data point whatever the level: a plan pushed to the points and the
-plan-adapted level's arrays on large data, the c-transform of every point."""
+"""Solver memory per block of the largest LP it solves (the points' level, or
+``levels.MAX_LP_BLOCKS`` blocks on large data): the candidate arcs (``CANDIDATES`` to
+``COARSE_CANDIDATES`` per block, more as rounds add them) with their codes, ends and
+costs, the network simplex's arc and node arrays, the pass's best atoms and the plan."""
+DATA_BYTES = 480
+"""Solver memory per data point whatever the level: the c-transform of every point and,
+on large data, the plan pushed to the points, the regions' LPs and the plan-adapted
+level's arrays."""
 ATOM_BYTES = 64
 """Solver memory per atom: its coordinates in float64 and float32 on the device, its
 weight, duals and the columns' arrays of the LP."""
+DENSE_ARC_BYTES = 48
+"""Solver memory per block-atom pair of a coarsest level solved densely (its float64 cost
+matrix and POT's network simplex on every pair: ``solver.DENSE_ARCS``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,24 +81,29 @@ class Exact(W1Method):
         return prepare_exact(data_points(X), self.clusters or DEFAULT_CLUSTERS)
 
     def bytes_per_replicate(self, state, atom_bytes):
-        return exact_memory(state.n, atom_count(atom_bytes, state.X.shape[1]))
+        return exact_memory(state.n, atom_count(atom_bytes, state.X.shape[1]),
+                            state.levels[0].size)
 
     def evaluate(self, state, batch, metric):
         points, weights = np.asarray(batch.points), np.asarray(batch.weights)
         return w1_exact(state, points, weights, metric, self.rtol, stacked=self.stacked,
-                        workers=solver_threads(state.n, points.shape[1]))
+                        workers=solver_threads(state, points.shape[1]))
 
 
-def solver_threads(n: int, m: int) -> int | None:
-    """Replicates the solver may hold at once within ``validate.memory_limit()`` under
-    ``exact_memory``, or ``None`` when its default pool (``THREADS_PER_CORE`` per core)
-    fits."""
-    fit = int(memory_limit() // exact_memory(n, m))
+def solver_threads(data: ExactData, m: int) -> int | None:
+    """Replicates of ``m`` atom slots the solver may hold at once within
+    ``validate.memory_limit()`` under ``exact_memory``, or ``None`` when its default pool
+    (``THREADS_PER_CORE`` per core) fits."""
+    fit = int(memory_limit() // exact_memory(data.n, m, data.levels[0].size))
     return None if fit >= THREADS_PER_CORE * (os.cpu_count() or 1) else max(1, fit)
 
 
-def exact_memory(n: int, m: float) -> float:
+def exact_memory(n: int, m: float, coarsest: int) -> float:
     """The exact solver's memory model: bytes one replicate holds at its peak, for ``n``
-    data points and ``m`` atoms (beyond the ``ExactData`` every replicate shares)."""
-    largest_lp = min(n, levels.MAX_LP_BLOCKS)
-    return POINT_BYTES * largest_lp + DATA_BYTES * n + ATOM_BYTES * m
+    data points, ``m`` atoms and ``coarsest`` blocks at the coarsest level (beyond the
+    ``ExactData`` every replicate shares): its largest LP's arcs (or the dense coarsest
+    level's pairs), its point-sized arrays and its atoms' (``tests/wasserstein/
+    test_memory.py`` checks it against the measured peak)."""
+    largest_lp = POINT_BYTES * min(n, levels.MAX_LP_BLOCKS)
+    dense = DENSE_ARC_BYTES * coarsest * m if coarsest * m <= DENSE_ARCS else 0.0
+    return max(largest_lp, dense) + DATA_BYTES * n + ATOM_BYTES * m

@@ -17,9 +17,13 @@ MOMENTUM_START = 100
 it)."""
 CHUNK_ELEMENTS = 1 << 22
 """Cost-matrix entries per row chunk of the certificate (no ``n × m`` array in memory)."""
-DENSE_COPIES = 4
-"""Dense ``n × m`` float32 arrays a solve holds at once (cost, kernel and two
-temporaries of ott-jax's iterations): ``sinkhorn_memory``."""
+DENSE_COPIES = 2
+"""``n × m`` float32 arrays a dense round holds at once (the cost matrix and the
+kernel's iterate): ``sinkhorn_memory``."""
+ONLINE_COPIES = 16
+"""The same per row of ``batch_size`` in online mode (ott-jax's batched cost, scanned)."""
+CERTIFICATE_COPIES = 3
+"""Row-chunk arrays of ``CHUNK_ELEMENTS`` (cost, plan, product) the certificate holds."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -97,10 +101,11 @@ class Sinkhorn(W1Method):
 
 def sinkhorn_memory(n: int, m: float, method: Sinkhorn) -> float:
     """The Sinkhorn solve's memory model: bytes of one solve of ``n`` points (or the
-    subsample) against ``m`` atoms: ``DENSE_COPIES`` dense float32 ``n × m`` arrays, or
-    in online mode as many row batches, plus the certificate's row chunks."""
+    subsample) against ``m`` atoms: the larger of a round's (``DENSE_COPIES`` float32
+    ``n × m`` arrays, or in online mode ``ONLINE_COPIES`` per row batch) and the
+    certificate's (``CERTIFICATE_COPIES`` row chunks), plus the potentials and marginals."""
     n = min(n, method.subsample or n)
-    rows = n if not (method.online or (method.online is None
-                                       and n * m > method.online_threshold)) \
-        else min(n, method.batch_size)
-    return 4.0 * (DENSE_COPIES * rows * m + 2 * min(n * m, CHUNK_ELEMENTS) + 8 * (n + m))
+    online = method.online if method.online is not None else n * m > method.online_threshold
+    solve = (ONLINE_COPIES * min(n, method.batch_size) if online else DENSE_COPIES * n) * m
+    certify = CERTIFICATE_COPIES * min(n * m, CHUNK_ELEMENTS)
+    return 4.0 * (max(solve, certify) + 4 * (n + m))

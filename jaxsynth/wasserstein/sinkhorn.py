@@ -35,7 +35,7 @@ from ott.solvers.linear import acceleration, sinkhorn
 from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.validate import check_data, check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket
-from jaxsynth.wasserstein.methods.sinkhorn import CHUNK_ELEMENTS, MOMENTUM_START, Sinkhorn
+from jaxsynth.wasserstein.sinkhorn_limits import CHUNK_ELEMENTS, MOMENTUM_START
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn", "w1_sinkhorn_batch"]
 
@@ -290,8 +290,9 @@ def w1_sinkhorn(
       total ``iterations`` and the final ``epsilon``.
 
     Raises:
-      ValueError: naming the argument for bad data, shapes, metric, ``rtol``,
-        ``subsample`` (not in ``1..n``, or without ``key``) or caps.
+      ValueError: naming the argument for bad data or shapes, or a ``subsample`` above
+        ``n`` or without ``key``.  The metric and the options are checked by the router
+        and the ``Sinkhorn`` method (``methods.sinkhorn``) before they reach the solve.
 
     The schedule is described in the module docstring.
     """
@@ -350,16 +351,15 @@ def w1_sinkhorn_batch(X, points, weights, *, keys=None, group: int | None = None
 
 def _checked(X, metric, rtol, subsample, max_iterations, max_stages, batch_size,
              online_threshold):
-    """Validated data and options shared by every replicate, or ``ValueError`` naming one
-    (the checks of the ``Sinkhorn`` method's options)."""
+    """Validated data and the options shared by every replicate (checked by the
+    ``Sinkhorn`` method that calls the solve: ``methods.sinkhorn``), or ``ValueError``
+    naming ``X`` or a ``subsample`` larger than the data."""
     x = check_data(X, "X")
-    method = Sinkhorn(rtol=rtol, subsample=subsample, max_iterations=max_iterations,
-                      max_stages=max_stages, batch_size=batch_size,
-                      online_threshold=online_threshold)
-    method.check_size(x.shape[0])
-    options = {k: method.options[k] for k in ("rtol", "subsample", "max_iterations",
-                                              "max_stages", "batch_size", "online_threshold")}
-    return x, dict(options, metric=metric)
+    if subsample is not None and subsample > x.shape[0]:
+        raise ValueError(f"subsample must be at most n = {x.shape[0]}; got {subsample}")
+    return x, dict(metric=metric, rtol=float(rtol), subsample=subsample,
+                   max_iterations=max_iterations, max_stages=max_stages,
+                   batch_size=batch_size, online_threshold=online_threshold)
 
 
 @dataclasses.dataclass(eq=False)

@@ -10,13 +10,9 @@ import numpy as np
 from jaxsynth.core.keys import as_typed_key
 from jaxsynth.core.validate import check_fraction, check_positive_int
 from jaxsynth.wasserstein.method import Batch, W1Method, atom_count
+from jaxsynth.wasserstein.sinkhorn_limits import CHUNK_ELEMENTS, MOMENTUM_START
 from jaxsynth.wasserstein.tree import data_points
 
-MOMENTUM_START = 100
-"""Iteration at which the solve's adaptive momentum starts (``max_iterations`` must pass
-it)."""
-CHUNK_ELEMENTS = 1 << 22
-"""Cost-matrix entries per row chunk of the certificate (no ``n × m`` array in memory)."""
 DENSE_COPIES = 2
 """``n × m`` float32 arrays a dense round holds at once (the cost matrix and the
 kernel's iterate): ``sinkhorn_memory``."""
@@ -76,14 +72,11 @@ class Sinkhorn(W1Method):
         if self.group is not None:
             self._set(group=check_positive_int(self.group, "group"))
 
-    def check_size(self, n: int) -> None:
-        """Refuse a ``subsample`` larger than the data (``n`` points)."""
-        if self.subsample is not None and self.subsample > n:
-            raise ValueError(f"subsample must be at most n = {n}; got {self.subsample}")
-
     def prepare(self, X, metric):
         points = data_points(X)
-        self.check_size(len(points))
+        if self.subsample is not None and self.subsample > len(points):
+            raise ValueError(f"subsample must be at most n = {len(points)}; got "
+                             f"{self.subsample}")
         return points
 
     def bytes_per_replicate(self, state, atom_bytes):

@@ -9,13 +9,14 @@ Wasserstein Guarantees for Private Synthetic Measures" §2.3, §5, §6).  A node
 upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y)))/2``.
 
 ``levels_w1`` weighs level statistics (``core.measure.LEVEL_FIELDS``, NOT PRIVATE): a
-release kernel's, or those ``tree_w1_atoms`` computes from released atoms on the device.
-There the data are prepared once (``prepare``: sorted Morton codes and each code's cell
-counts at every level); per replicate the atoms are coded, sorted and placed between
-their neighbouring data codes by a binary search, and each level sums over the atoms'
-cells only (``O(M log M + M log U + M·L)``, no pass over the data); the atoms' cells
-must form an antichain (else ``TreeW1.valid`` is False).  The derivation, the leaf
-rules, the lemmas and the proof of the upper bound are in ``docs/theory/w1-methods.md``.
+release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
+trees (the PMM family) are summed up their complete grid of cells (host, float64, no
+sort).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
+code's cell counts at every level); per replicate, on the device, the atoms are coded,
+sorted and placed between their neighbouring data codes by a binary search, and each
+level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
+must form an antichain (else ``TreeW1.valid`` is False).  Derivations, leaf rules,
+lemmas and the upper bound's proof: ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from jaxsynth.core.datatree import DataTree, PreparedData
 from jaxsynth.core.batching import capacity_bucket, chunked, fitting_batch
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
-from jaxsynth.core.validate import check_data, check_positive_int, memory_limit
+from jaxsynth.core.validate import check_data, memory_limit
 
 __all__ = [
     "TreeData",

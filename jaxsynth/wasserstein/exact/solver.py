@@ -6,7 +6,7 @@ He, Vershynin, Zhu, COLT 2023, and Zare Moayedi et al., arXiv 2609.33363, §7). 
 end is a dual value certified by the c-transform over all atoms
 (``ctransform.reduced_pass``); the upper end is the cost of a coupling
 (``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
-(``certificate.line_w1``); otherwise multiscale column generation over the data's
+(``exact1d.line_w1``); otherwise multiscale column generation over the data's
 levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
 ``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
 once), each round's restricted LP restarted from the replicate's own previous basis
@@ -43,9 +43,9 @@ from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
     cost_matrix,
     coupling_upper,
-    line_w1,
     pair_cost,
 )
+from jaxsynth.wasserstein.exact1d import line_w1
 from jaxsynth.wasserstein.exact.levels import (
     ExactData,
     Level,

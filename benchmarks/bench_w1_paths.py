@@ -155,7 +155,9 @@ def main(argv=None) -> int:
         "of the atoms, a binary search into the data, a pass per level over the atoms).",
         "w1(levels=) reads the release's diagnostics: the sweep's numbers bit for bit. The "
         "atoms' route agrees with it to float32 rounding (max_rel_diff_to_simulate). The "
-        "exact method's pairs are the sweep's bit for bit; its solve dominates both paths.",
+        "exact method's pairs are the sweep's bit for bit; its solve dominates both paths, "
+        "and simulate also calibrates its cost estimate on its first batch of seeds (all "
+        "of them here: that batch is measured cold, then warm).",
     ]
     description = (
         f"Spiral n = {n}, d = 2, eps = 1, linf; tree methods on {seeds} seeds, the default "

@@ -41,7 +41,7 @@ GROUND_METRICS = ("linf", "l2")
 W1_METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
 W1_COLUMNS = ("w1_exact_upper", "w1_exact_lower", "w1_upper", "w1_lower", "w1_tree_upper",
               "w1_tree", "w1_exact1d", "w1_sinkhorn")
-"""``jaxsynth.core.partition.GROUND_METRICS``, ``jaxsynth.wasserstein.dispatch.METHODS`` and
+"""``jaxsynth.core.partition.GROUND_METRICS``, ``jaxsynth.wasserstein.registry.METHODS`` and
 the methods' columns (``registry.column_descriptions``), named here so that parsing loads
 neither JAX nor NumPy (a test keeps them equal)."""
 MAX_SEED = 2**32

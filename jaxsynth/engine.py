@@ -31,7 +31,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.compilation import exported_jit
-from jaxsynth.core.frontier import REPLICATES, capacity_bucket
+from jaxsynth.core.batching import capacity_bucket, chunk_rows, fitting_batch
+from jaxsynth.core.frontier import REPLICATES
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 from jaxsynth.core.validate import sizes
 
@@ -195,10 +196,9 @@ def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int | 
         raise ValueError(f"one replicate needs {need} but {budget}; raise memory_bytes (the "
                          "command line: --memory-mb) or reduce the depth or n")
     platform = platform or jax.devices()[0].platform
-    fit = int(memory_bytes // max(bytes_per_replicate, 1.0))
-    cap = min(fit, MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
-    size = 1 << (cap.bit_length() - 1)
-    return min(size, 1 << max(0, (replicates - 1).bit_length()))
+    size = fitting_batch(bytes_per_replicate, memory_bytes,
+                         MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
+    return min(size, capacity_bucket(replicates, per_octave=1, minimum=1))
 
 
 def _pad_atoms(a, size: int):
@@ -230,7 +230,7 @@ def _padded_params(params: dict) -> dict:
     """Per-ε arrays padded to a power-of-two ε count ≥ 8 (repeating the last ε): one shape per bucket."""
     def pad(a):
         a = np.asarray(a)
-        rows = max(8, 1 << max(0, (a.shape[0] - 1).bit_length()))
+        rows = capacity_bucket(a.shape[0], per_octave=1, minimum=8)
         return np.concatenate([a, np.repeat(a[-1:], rows - a.shape[0], axis=0)])
 
     return {k: pad(v) for k, v in params.items()}
@@ -270,7 +270,7 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         costs = np.concatenate([
             np.asarray(_costs(plan.order, plan.static, grid_keys[i], grid_eps[i], params,
                               plan.shared))
-            for i in _chunks(total, size)
+            for i in chunk_rows(total, size)
         ])[:total]
         order = np.argsort(costs, kind="stable")
     fields = plan.fields(atoms)
@@ -301,12 +301,6 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
                      cut=cut)
 
 
-def _chunks(total: int, size: int):
-    """Index arrays of the chunks of a grid of ``total`` replicates (the last one padded)."""
-    for start in range(0, total, size):
-        yield np.minimum(np.arange(start, start + size), total - 1)
-
-
 def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices, reduce,
               host) -> list:
     """Run the (ordered) grid in chunks of ``size`` replicates; one output dict per chunk."""
@@ -315,7 +309,7 @@ def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, device
     if len(devices) > 1:
         place = NamedSharding(Mesh(np.array(devices), (REPLICATES,)), PartitionSpec(REPLICATES))
     parts = []
-    for index in _chunks(grid_keys.shape[0], size):
+    for index in chunk_rows(grid_keys.shape[0], size):
         chunk_keys, chunk_eps = grid_keys[index], grid_eps[index]
         if place is not None:
             chunk_keys, chunk_eps = jax.device_put((chunk_keys, chunk_eps), place)

@@ -324,7 +324,7 @@ def test_the_parsers_words_are_the_librarys():
     from jaxsynth.audit import auditor, settings
     from jaxsynth.core.partition import GROUND_METRICS
     from jaxsynth.mechanisms.registry import MECHANISMS
-    from jaxsynth.wasserstein.dispatch import METHODS
+    from jaxsynth.wasserstein.registry import METHODS
     from jaxsynth.wasserstein.registry import column_descriptions
 
     from jaxsynth.experiments.cluster import MAX_TIMEOUT_S

@@ -152,7 +152,7 @@ API = [
      "margin must be"),
     ("prepare depth=1.5", lambda: js.prepare(X, 1.5), "depth must be"),
     ("w1 method=1", lambda: js.w1(X, js.release(0, js.PMM(depth=2), X, 1.0), method=1),
-     "method must be"),
+     "method: unknown W1 method 1"),
     ("rate_plot df=[1]", lambda: rate_plot([1]), "df must be a pandas DataFrame"),
     ("rate_plot unwritable path",
      lambda: rate_plot(_table(), path="/nonexistent/dir/rate.png"), "does not exist"),
@@ -239,8 +239,8 @@ API = [
     ("depth_plot metric=", lambda: depth_plot(_table(), metric="w1_exact_upper"),
      "metric= is now column="),
     ("w1 metric='bracket'", lambda: js.w1(X, _out(), "tree", metric="bracket"),
-     "metric must be one of ('linf', 'l2') (the ground metric); got 'bracket'; W1 methods "
-     "are chosen with method="),
+     "metric is the ground metric, one of ('linf', 'l2'); got 'bracket': W1 methods are "
+     "chosen with method="),
     # data shaped as if transposed, and a dimension whose kernels would compile unbounded
     ("release 3 x 1000 (transposed)", lambda: js.release(0, js.PMM(), np.full((3, 1000), 0.5), 1.0),
      "X has more coordinates than points (n = 3, d = 1000): data passed transposed?"),
@@ -321,9 +321,9 @@ def test_memory_limits_leave_normal_uses_alone(monkeypatch):
     n, d, R = 10**7, 10, 24
     validate.check_fits(8.0 * n * d, "n, d", "the data")  # datasets.load's own check
     _check_dense_fits(R, d, 4 * 2 * (2**R + 2**11) + 4 * 2**R * d + 2**R * (d + 2) * 4)
-    assert check_directions(None, 0, "linf", d, n) == (0, 0)
-    assert check_directions(None, 0, "l2", d, n) == (2, 0)
-    assert check_directions(0, 5, "l2", d, 1000) == (0, 5)  # 0: the axes alone
+    assert check_directions(None, "linf", d, n) == 0
+    assert check_directions(None, "l2", d, n) == 2
+    assert check_directions(0, "l2", d, 1000) == 0  # 0: the axes alone
     assert datasets.load("uniform", n=1000, d=d).shape == (1000, d)
 
 
@@ -342,13 +342,13 @@ def test_command_line_refuses_a_data_set_too_large_for_memory(monkeypatch, tmp_p
 @pytest.mark.parametrize("mech", [js.PrivTree(), js.AdaptivePrunedPMM()],
                          ids=["privtree", "adaptive"])
 def test_a_mechanism_that_cannot_run_is_refused_before_other_rows_are_written(tmp_path, mech):
-    # d = 200 with the bracket (its projections): Pruned-PMM fits in 40 MiB, PrivTree and
+    # d = 200 with the bracket (its projections): Pruned-PMM fits in 13 MiB, PrivTree and
     # Adaptive do not; nothing is written
     out = tmp_path / "d200.csv"
     with pytest.raises(ValueError, match=f"mechanism {mech.name} on uniform\\(d=200\\).*"
                                          "one replicate needs"):
         js.simulate({"pruned-pmm": js.PrunedPMM(), mech.name: mech}, D200, n=2000,
-                    eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False,
+                    eps=[1.0, 4.0], seeds=2, memory_bytes=13 * 2**20, out=out, progress=False,
                     methods=["bracket"])
     assert os.listdir(tmp_path) == []
 
@@ -418,7 +418,7 @@ CLI = [
      "asks for 100000000 replicates"),
     ("d = 200 privtree", ["simulate", "--mechanism", "pruned-pmm,privtree", "--data", "uniform",
                           "--d", "200", "--n", "2000", "--eps", "1,4", "--seeds", "2",
-                          "--memory-mb", "40", "--method", "bracket", "--out", "x.csv"],
+                          "--memory-mb", "13", "--method", "bracket", "--out", "x.csv"],
      "mechanism privtree on"),
     ("rate empty", ["rate", "empty.csv"], "holds no rows"),
     ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),

@@ -35,6 +35,7 @@ from jaxsynth.audit.settings import (
     MECHANISMS,
     MIN_REPLICATES,
 )
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.validate import (
@@ -165,7 +166,7 @@ def _check_memory(replicates: int, columns: int) -> None:
 
 
 def _chunk(kind: str, replicates: int) -> int:
-    return min(CHUNK[kind], 1 << max(0, (replicates - 1).bit_length()))
+    return min(CHUNK[kind], capacity_bucket(replicates, per_octave=1, minimum=1))
 
 
 def _run(plan, keys, reduce, kind: str) -> dict:

@@ -24,17 +24,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxsynth.core import keys as K
+from jaxsynth.core.batching import capacity_bucket
 
 REPLICATES = "replicates"
 """Name of the engine's vmap axis over replicates."""
-
-
-def capacity_bucket(size: int, per_octave: int = 8, minimum: int = 8) -> int:
-    """Round a capacity (at least ``minimum``) up onto a grid of ``per_octave`` (a power of
-    two) values per octave: at most ``1/per_octave`` slack, few distinct shapes."""
-    size = max(int(size), minimum)
-    step = 1 << max(0, size.bit_length() - per_octave.bit_length())
-    return -(-size // step) * step
 
 
 def batch_max(x):
@@ -57,7 +50,7 @@ def fixed_sum(x, axis: int = -1):
     replicate's value the same whatever its chunk (``engine`` promise).
     """
     x = jnp.moveaxis(x, axis, -1)
-    size = 1 << max(0, (x.shape[-1] - 1).bit_length())
+    size = capacity_bucket(x.shape[-1], per_octave=1, minimum=1)
     x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])])
     while x.shape[-1] > 1:
         half = x.shape[-1] // 2

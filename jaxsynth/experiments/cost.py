@@ -172,7 +172,7 @@ def _context(plan, label: str, mech, ds, fingerprint: str, e: float) -> str:
     """The key of one timing: every setting its replicates' cost depends on."""
     return hashlib.sha256(json.dumps([
         label, repr(mech), ds.label, ds.n, fingerprint, e, plan.eps, plan.metric,
-        repr([(m.name, o) for m, o in plan.methods]), plan.memory_bytes,
+        repr(plan.methods), plan.memory_bytes,
         [str(d) for d in plan.devices]], default=str).encode()).hexdigest()
 
 

@@ -80,7 +80,7 @@ class SweepPlan:
     data: tuple  # grid.DataSet
     eps: tuple
     seeds: tuple  # a fixed sweep's seeds; a precision sweep's first round
-    methods: tuple  # (W1Method, options) pairs, the free ones last
+    methods: tuple  # configured W1Method objects, the free ones last
     columns: tuple  # the requested methods' W1 columns
     metric: str
     key: object
@@ -121,8 +121,7 @@ class SweepPlan:
     def control_methods(self) -> tuple:
         """The methods a control-only replicate runs: the free ones and the control's."""
         control = self.precision.control
-        return tuple((m, o) for m, o in self.methods
-                     if m.name in FREE_METHODS or control in m.columns)
+        return tuple(m for m in self.methods if m.name in FREE_METHODS or control in m.columns)
 
     def first_counts(self) -> dict:
         """Every cell's seed count in the first round: a fixed sweep's seeds, a precision
@@ -212,14 +211,13 @@ def _check_precision(precision, seeds, max_seeds, column, control, columns) -> P
     return Precision(precision, first, max_seeds, column, control)
 
 
-def _methods(methods, metric) -> tuple[tuple, tuple]:
+def _methods(methods) -> tuple[tuple, tuple]:
     """The requested methods with the free ones added, and the requested columns."""
-    requested = check_methods(methods, metric)
-    columns = tuple(c for m, _ in requested for c in m.columns)
-    names = {m.name for m, _ in requested}
-    free = check_methods([name for name in FREE_METHODS if name not in names], metric) \
-        if any(name not in names for name in FREE_METHODS) else []
-    return tuple(requested) + tuple(free), columns
+    requested = check_methods(methods)
+    columns = tuple(c for m in requested for c in m.columns)
+    names = {m.name for m in requested}
+    free = [name for name in FREE_METHODS if name not in names]
+    return tuple(requested) + (check_methods(free) if free else ()), columns
 
 
 def plan_sweep(mechanisms, data, *, eps, seeds, methods, key, n, out, memory_bytes, metric,
@@ -235,8 +233,8 @@ def plan_sweep(mechanisms, data, *, eps, seeds, methods, key, n, out, memory_byt
     if len(set(eps.tolist())) != len(eps):
         raise ValueError(f"eps has duplicate values: {eps.tolist()}")
     metric = check_metric(metric)
-    all_methods, columns = _methods(methods, metric)
-    every = columns + tuple(c for m, _ in all_methods[len(columns):] for c in m.columns)
+    all_methods, columns = _methods(methods)
+    every = tuple(c for m in all_methods for c in m.columns)
     target = _check_precision(precision, seeds, max_seeds, precision_column,
                               precision_control, every)
     if target is None:

@@ -171,7 +171,7 @@ class ClusterSink:
         self.team.agree({"spec": plan.spec, "eps": list(plan.eps), "seeds": list(plan.seeds),
                          "out": None if plan.out is None else str(plan.out),
                          "data sets": [[ds.label, ds.n] for ds in plan.data],
-                         "methods": repr([(m.name, o) for m, o in plan.methods]),
+                         "methods": repr(plan.methods),
                          "precision": repr(plan.precision)})
         if self.inner is not None:
             self.inner.open(plan)

@@ -29,7 +29,7 @@ import numpy as np
 from jaxsynth import engine
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.core.measure import SyntheticMeasure
 from jaxsynth.core.validate import check_data, check_positive_int
 from jaxsynth.mechanisms.privtree import MAX_BISECTIONS, tree_plan

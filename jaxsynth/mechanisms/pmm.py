@@ -22,7 +22,8 @@ import numpy as np
 
 from jaxsynth import engine
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
-from jaxsynth.core.frontier import capacity_bucket, path_words
+from jaxsynth.core.batching import capacity_bucket
+from jaxsynth.core.frontier import path_words
 from jaxsynth.core.noise import SATURATION
 from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import (
@@ -98,7 +99,7 @@ def sparse_capacity(safe: pmm_kernels.SparseStatic) -> dict:
     mass; a replicate that overflows them is rerun with the safe capacity.
     """
     def shrink(static, needed):
-        size = 1 << max(10, (2 * needed - 1).bit_length())
+        size = capacity_bucket(2 * needed, per_octave=1, minimum=1024)
         return dataclasses.replace(static, capacity=min(size, safe.capacity))
 
     return {"retry": lambda static: safe, "shrink": shrink}

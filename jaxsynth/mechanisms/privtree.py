@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth import engine
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import path_words
 from jaxsynth.core.measure import LEVEL_FIELDS
@@ -310,7 +311,7 @@ class PrivTree(Mechanism):
             tree = tree if tree.depth >= caps.max() else DataTree.build(tree.points, int(caps.max()))
         mean = max(expected_leaves(tree, float(e), int(c)) for e, c in zip(eps, caps))
         need = math.ceil(2 * (1.25 * mean + 6.0 * math.sqrt(mean) + 32.0))
-        need = 1 << (need - 1).bit_length()  # powers of two: nearby ε share a compilation
+        need = capacity_bucket(need, per_octave=1, minimum=1)  # nearby ε share a compilation
         return int(min(need, 2 ** min(int(caps.max()) + 1, 40)))
 
     def _retry(self, static: TreeStatic) -> TreeStatic:

@@ -22,7 +22,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth.experiments.grid import data_sets
 from jaxsynth.experiments.sweep import simulate
-from jaxsynth.wasserstein.exact import canonical_atoms
+from jaxsynth.core.measure import canonical_atoms
 from jaxsynth.mechanisms.registry import depth_sweep, mechanism
 from jaxsynth.wasserstein import w1
 from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn

@@ -14,7 +14,7 @@ import ot
 import pytest
 
 import jaxsynth as js
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import SyntheticMeasure, canonical_atoms
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein.exact import levels, passes, simplex
@@ -193,7 +193,7 @@ def test_points_by_regions(metric, monkeypatch):
             data = prepare_exact(X, clusters)
             assert [level.size for level in data.levels] == [clusters, 3000]
             for b, value in enumerate(exact):
-                p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
+                p, w = canonical_atoms(np.asarray(out.points[0, b]),
                                                 np.asarray(out.weights[0, b]))
                 with warnings.catch_warnings():  # the gap may miss rtol: not asserted
                     warnings.simplefilter("ignore")
@@ -326,7 +326,7 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
     with pytest.raises(ValueError, match="stacked"):
         w1_exact(data, points[:2], weights[:2], stacked="yes")
     with pytest.raises(ValueError, match="threads"):
-        exact_w1.w1_exact_replicate(data, *exact_w1.canonical_atoms(points[0], weights[0]),
+        exact_w1.w1_exact_replicate(data, *canonical_atoms(points[0], weights[0]),
                                     threads=0)
 
 
@@ -415,7 +415,7 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     assert [level.size for level in data.levels] == [7, 50, 1500]
     exact = truth(X, out.points[0], out.weights[0], metric)
     for b, value in enumerate(exact):
-        p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
+        p, w = canonical_atoms(np.asarray(out.points[0, b]),
                                         np.asarray(out.weights[0, b]))
         with warnings.catch_warnings():  # the regions' gap may miss rtol: not asserted
             warnings.simplefilter("ignore")

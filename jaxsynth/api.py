@@ -141,7 +141,7 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
       X: data in [0,1]^d, or a prepared ``DataTree``.
       eps: a number or a list of E budgets.
       seeds: a count S or a list of S seed indices (replicate keys ``fold_in(key, s)``).
-      memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
+      memory_bytes: working memory of one chunk (default: ``core.batching.device_memory()``).
       diagnostics: also return the ``NotPrivateDiagnostics`` [E, S] (the kernel's level
         statistics against the true data, ``LEVEL_FIELDS``, and the tree W1
         ``tree_<metric>`` and its upper end ``upper_<metric>`` the tree method makes of

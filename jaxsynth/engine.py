@@ -31,14 +31,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.compilation import exported_jit
-from jaxsynth.core.batching import capacity_bucket, chunk_rows, fitting_batch
+from jaxsynth.core.batching import (ACCELERATOR_MEMORY_SHARE, DEFAULT_MEMORY_BYTES,
+                                    capacity_bucket, chunk_rows, device_memory,
+                                    fitting_batch)
 from jaxsynth.core.frontier import REPLICATES
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
 from jaxsynth.core.validate import sizes
 
-DEFAULT_MEMORY_BYTES = 2 * 2**30
-"""Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
-ACCELERATOR_MEMORY_SHARE = 0.6
 MAX_CHUNK = {"cpu": 32, "default": 8192}
 """Largest chunk per platform: on a CPU the loop bodies run on one core and small chunks
 keep a piece's working set in cache; accelerators want wide batches."""
@@ -134,16 +133,6 @@ def _run_chunk(kernel, static, fields, keys, eps_index, params, shared, token):
 def _costs(order, static, keys, eps_index, params, shared):
     per_replicate = jax.tree_util.tree_map(lambda a: a[eps_index], params)
     return jax.vmap(lambda k, p: order(static, k, p, shared))(keys, per_replicate)
-
-
-def device_memory(device=None) -> int:
-    """Working memory of one chunk on ``device``: a share of an accelerator's, or 2 GiB."""
-    device = device or jax.devices()[0]
-    if device.platform == "cpu":
-        return DEFAULT_MEMORY_BYTES
-    stats = device.memory_stats() or {}
-    limit = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
-    return int(limit * ACCELERATOR_MEMORY_SHARE) if limit > 0 else DEFAULT_MEMORY_BYTES
 
 
 def result_memory(device=None) -> int:

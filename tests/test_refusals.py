@@ -23,7 +23,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth import engine
 from jaxsynth.cli import main
-from jaxsynth.core import validate
+from jaxsynth.core import batching, validate
 from jaxsynth.experiments import datasets
 from jaxsynth.experiments.plots import depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate
@@ -679,10 +679,10 @@ def test_data_that_look_transposed_are_refused_with_advice_that_applies():
 
 @pytest.mark.parametrize("given", [False, True])
 def test_a_chunk_too_small_for_one_replicate_names_its_memory_and_whether_it_was_given(given):
-    # truth: the device's default chunk memory on a CPU is engine.DEFAULT_MEMORY_BYTES;
+    # truth: the device's default chunk memory on a CPU is batching.DEFAULT_MEMORY_BYTES;
     # a replicate 5 bytes larger must read as larger (no rounding to the same figure)
-    need = engine.DEFAULT_MEMORY_BYTES + 5
-    memory = engine.DEFAULT_MEMORY_BYTES if given else None
+    need = batching.DEFAULT_MEMORY_BYTES + 5
+    memory = batching.DEFAULT_MEMORY_BYTES if given else None
     with pytest.raises(ValueError) as info:
         engine.chunk_size(need, 1, memory, "cpu")
     budget = "memory_bytes is 2.000000000 GiB" if given else (

@@ -3,9 +3,9 @@
 ``capacity_bucket`` rounds a size onto a grid of powers of two (``per_octave`` values per
 octave), so that varying sizes compile few shapes; every padded count of the package
 (engine chunks, atom widths, stacked passes, seed lists) is one of its values.
-``fitting_batch`` is the most items of a memory model that fit a budget (a power of
-two), the rule behind every batch size: the engine's chunks, a W1 method's blocks, the
-exact solver's replicates at once.  ``chunk_rows`` and ``chunked`` split a leading axis
+``device_memory`` is the budget one chunk may fill and ``fitting_batch`` the most items of
+a memory model that fit a budget (a power of two), the rule behind every batch size: the
+engine's chunks, a W1 method's blocks, the exact solver's replicates at once.  ``chunk_rows`` and ``chunked`` split a leading axis
 into chunks of one fixed size, the last padded by repeating its last row, so one
 compiled program serves every chunk (as ott-jax's ``utils.batched_vmap``).
 """
@@ -18,7 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["capacity_bucket", "chunk_rows", "chunked", "fitting_batch"]
+__all__ = ["capacity_bucket", "chunk_rows", "chunked", "device_memory", "fitting_batch"]
+
+DEFAULT_MEMORY_BYTES = 2 * 2**30
+"""Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
+ACCELERATOR_MEMORY_SHARE = 0.6
 
 
 def capacity_bucket(size, per_octave: int = 8, minimum: int = 8, down: bool = False):
@@ -39,6 +43,16 @@ def fitting_batch(item_bytes: float, memory_bytes: float, most: int) -> int:
     items whose ``item_bytes`` each fit ``memory_bytes`` (at least one)."""
     fit = int(memory_bytes // max(float(item_bytes), 1.0))
     return capacity_bucket(max(1, min(fit, int(most))), per_octave=1, minimum=1, down=True)
+
+
+def device_memory(device=None) -> int:
+    """Working memory of one chunk on ``device``: a share of an accelerator's, or 2 GiB."""
+    device = device or jax.devices()[0]
+    if device.platform == "cpu":
+        return DEFAULT_MEMORY_BYTES
+    stats = device.memory_stats() or {}
+    limit = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
+    return int(limit * ACCELERATOR_MEMORY_SHARE) if limit > 0 else DEFAULT_MEMORY_BYTES
 
 
 def chunk_rows(total: int, size: int) -> Iterator[np.ndarray]:

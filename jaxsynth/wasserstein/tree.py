@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
-from jaxsynth.core.batching import capacity_bucket, chunked, fitting_batch
+from jaxsynth.core.batching import capacity_bucket, chunked, device_memory, fitting_batch
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data, memory_limit
@@ -482,7 +482,7 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
         shifts, or ``None``.
       metric: the ground metric (checked by the router).
       batch_size: replicates per vmapped chunk (``None``: as many as fit
-        ``engine.device_memory()`` under ``bytes_per_replicate``, at most
+        ``device_memory()`` under ``bytes_per_replicate``, at most
         ``DEFAULT_BATCH_SIZE``); the values do not depend on it.
 
     Returns:
@@ -516,8 +516,6 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
 
 def _tree_levels(data: TreeData, points, weights, leaf_depth, shift, metric, batch_size):
     """Level statistics of any trees (``_replicate``), on the device in vmapped chunks."""
-    from jaxsynth.engine import device_memory
-
     points, weights, leaf_depth = _drop_inert_atoms(points, weights, leaf_depth)
     tables = metric_tables(data.depth, points.shape[-1], metric)
     shared = (tables.levels, tables.count)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxsynth._compat import ott_batching
 from jaxsynth.wasserstein import bounds, sinkhorn as sk
 from jaxsynth.wasserstein import tree as T
 from jaxsynth.wasserstein.methods.exact1d import _block as exact1d_block
@@ -92,7 +93,7 @@ def test_exact1d_blocks(n, atoms):
 def test_sinkhorn_solve(n, atoms, online):
     points, data = f32(atoms, 2), f32(n, 2)
     vectors = (f32(n), f32(atoms), f32(n), f32(atoms))
-    with sk._ott_batching_compat(), jax.default_matmul_precision("highest"):
+    with ott_batching(), jax.default_matmul_precision("highest"):
         round_ = sk._sinkhorn_round.lower(
             data, points, *vectors, 0.01, 0.001, metric="linf", momentum=True,
             batch_size=1024 if online else None, max_iterations=500).compile()

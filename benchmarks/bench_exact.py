@@ -78,7 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jaxsynth as js  # noqa: E402
 from jaxsynth.wasserstein.ctransform import reduced_pass  # noqa: E402
-from jaxsynth.wasserstein.exact import canonical_atoms, prepare_exact, w1_exact  # noqa: E402
+from jaxsynth.core.measure import canonical_atoms  # noqa: E402
+from jaxsynth.wasserstein.exact import prepare_exact, w1_exact  # noqa: E402
 from jaxsynth.wasserstein.exact import simplex, solver  # noqa: E402
 from jaxsynth.wasserstein.exact.solver import w1_exact_replicate  # noqa: E402
 

@@ -27,7 +27,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jaxsynth as js  # noqa: E402
-from jaxsynth.wasserstein import GROUND_METRICS, prepare_w1, w1, w1_sinkhorn  # noqa: E402
+from jaxsynth.core.partition import GROUND_METRICS  # noqa: E402
+from jaxsynth.wasserstein import prepare_w1, w1  # noqa: E402
+from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn  # noqa: E402
 
 
 def timed(fn, repeat=3):

@@ -21,7 +21,7 @@ of each into BENCHMARKS.md):
   n = 10^7, d = 3.
 
 ``--w1`` and ``--exact`` also run ``bench_w1.py --sinkhorn`` and ``bench_exact.py``.  Runs
-unchanged on a GPU: chunk sizes come from the device's memory (``engine.device_memory``).
+unchanged on a GPU: chunk sizes come from the device's memory (``core.batching.device_memory``).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
     out = js.release(0, js.PMM(depth=15), X, eps=1.0)
     batch = js.release_batch(0, js.PrunedPMM(), X, eps=[0.5, 1, 2], seeds=100)
     lower, upper = js.w1(X, out)          # the certified l-inf W1 of the whole data set
+    lower, upper = js.w1(X, out, js.wasserstein.Exact(rtol=1e-3))  # a configured method
 
 The package follows the pipeline: ``core`` (partition, data tree and descent, keys,
 noise, frontier), ``mechanisms`` (configs, plans and kernels), ``engine`` (one runner for
@@ -44,9 +45,12 @@ _LAZY = {
     "simulate": ("jaxsynth.experiments.sweep", "simulate"),
     "summarize": ("jaxsynth.experiments.summary", "summarize"),
     "w1": ("jaxsynth.wasserstein.dispatch", "w1"),
+    "wasserstein": ("jaxsynth.wasserstein", None),
 }
 """Every public name, imported on first use: ``import jaxsynth`` (and the command line,
-which parses and refuses its arguments first) loads neither JAX nor pandas."""
+which parses and refuses its arguments first) loads neither JAX nor pandas.  Beside
+``__all__``, ``js.wasserstein`` is the W1 namespace (``js.wasserstein.Exact(rtol=1e-3)``),
+with its own API reference page."""
 
 
 def __getattr__(name):

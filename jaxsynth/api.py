@@ -19,15 +19,26 @@ from jaxsynth.core.validate import (
     check_data,
     check_epsilon,
     check_measurable,
-    check_mechanism,
     check_positive_int,
     seed_count,
     seed_indices,
 )
+from jaxsynth.mechanisms.protocol import check_mechanism
 
 
 def prepare(X, depth: int) -> DataTree:
-    """Sort ``X`` [n, d] once into a ``DataTree`` of ``depth`` levels, reusable by releases."""
+    """Sort ``X`` [n, d] once into a ``DataTree`` of ``depth`` levels, reusable by releases.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> tree = js.prepare(X, 6)                    # the data's work, done once
+      >>> tree.n, tree.d, tree.depth
+      (500, 2, 6)
+      >>> out = js.release(0, js.PMM(depth=6), tree, eps=1.0)   # no sorting here
+      >>> out.points.shape
+      (64, 2)
+    """
     return DataTree.build(X, depth)
 
 
@@ -54,6 +65,18 @@ def release(key, mech, X, eps, diagnostics: bool = False):
     Returns:
       an unbatched ``SyntheticMeasure`` (see its ``accounting`` for the budget split);
       with ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PMM(depth=6), X, eps=1.0)
+      >>> out.points.shape, round(float(out.weights.sum()), 5)   # 2^6 cells of the plane
+      ((64, 2), 1.0)
+      >>> out.accounting                             # replacement: the root count is public
+      {'adjacency': 'replacement', 'eps_levels': 1.0, 'eps_root': 0.0, 'epsilon': 1.0}
+      >>> again = js.release(0, js.PMM(depth=6), js.prepare(X, 6), eps=1.0)
+      >>> bool((again.weights == out.weights).all())            # same key, same release
+      True
     """
     raw = as_raw_key(key)
     check_mechanism(mech)
@@ -93,7 +116,8 @@ def release_fn(mech, X, eps):
       ValueError: naming the argument for bad input, or ``mech`` for configurations that
         need the host during a release (capacity reruns, PrivTree's LP reconstruction).
 
-    Example:
+    Examples:
+      >>> import jaxsynth as js
       >>> import jax, jax.numpy as jnp
       >>> X = js.datasets.load("spiral", n=500, key=0)
       >>> fn = js.release_fn(js.PMM(depth=4), X, [0.5, 1.0])
@@ -117,7 +141,7 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
       X: data in [0,1]^d, or a prepared ``DataTree``.
       eps: a number or a list of E budgets.
       seeds: a count S or a list of S seed indices (replicate keys ``fold_in(key, s)``).
-      memory_bytes: working memory of one chunk (default: ``engine.device_memory()``).
+      memory_bytes: working memory of one chunk (default: ``core.batching.device_memory()``).
       diagnostics: also return the ``NotPrivateDiagnostics`` [E, S] (the kernel's level
         statistics against the true data, ``LEVEL_FIELDS``, and the tree W1
         ``tree_<metric>`` and its upper end ``upper_<metric>`` the tree method makes of
@@ -127,6 +151,17 @@ def release_batch(key, mech, X, eps, seeds=1, memory_bytes: int | None = None,
     Returns:
       a ``SyntheticMeasure`` with batch shape [E, S] (``out[e, s]`` is one replicate);
       with ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import jax
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> batch = js.release_batch(0, js.PMM(depth=6), X, eps=[0.5, 1.0], seeds=4)
+      >>> batch.batch_shape                          # ε × seeds
+      (2, 4)
+      >>> one = js.release(jax.random.fold_in(jax.random.key(0), 3), js.PMM(depth=6), X, 1.0)
+      >>> bool((batch[1, 3].weights == one.weights).all())    # seed 3 at ε = 1
+      True
     """
     raw = as_raw_key(key)
     check_mechanism(mech)

@@ -2,7 +2,9 @@
 
 Wrong arguments print one line ``jaxsynth: error: ...`` on stderr and exit with status 2
 (argument errors and ``ValueError`` from the library alike), before any work; no
-traceback.  An operating-system error (a full disk, say) prints one line and exits 1.
+traceback.  Numbers, lists and names are parsed one way (``jaxsynth.arguments``).  An
+operating-system error (a full disk, say) prints one line and exits 1; a closed or broken
+stdout, nothing (status 0).
 
 The default quantity is the ℓ∞ W1 between the whole data set and each release, the
 quantity the papers' rates bound, certified to 1% (``w1_exact_lower``,
@@ -17,12 +19,15 @@ flags ``simulate --ground`` and ``rate --metric`` are refused, naming the new on
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jaxsynth.arguments import integer, listed, names, nonempty, real
 from jaxsynth.interrupts import INTERRUPTED, end_on_interrupt
 
 if TYPE_CHECKING:
@@ -36,7 +41,7 @@ GROUND_METRICS = ("linf", "l2")
 W1_METHODS = ("exact", "tree", "tree_upper", "bracket", "exact1d", "sinkhorn")
 W1_COLUMNS = ("w1_exact_upper", "w1_exact_lower", "w1_upper", "w1_lower", "w1_tree_upper",
               "w1_tree", "w1_exact1d", "w1_sinkhorn")
-"""``jaxsynth.core.partition.GROUND_METRICS``, ``jaxsynth.wasserstein.dispatch.METHODS`` and
+"""``jaxsynth.core.partition.GROUND_METRICS``, ``jaxsynth.wasserstein.registry.METHODS`` and
 the methods' columns (``registry.column_descriptions``), named here so that parsing loads
 neither JAX nor NumPy (a test keeps them equal)."""
 MAX_SEED = 2**32
@@ -45,8 +50,11 @@ MAX_KEY = 2**63 - 1
 """Largest ``--key`` and ``--data-key``."""
 MAX_CLUSTER_TIMEOUT_S = 86400.0
 """Longest ``--cluster-timeout``: ``jaxsynth.experiments.cluster.MAX_TIMEOUT_S``."""
-COMPANION_CHARS = len(".0123456789abcdef.tmp")
-"""The longest suffix of the files the result store writes beside ``--out``."""
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+"""The JAX platforms ``--platform`` names in its help (JAX decides which it has)."""
+COMPANION_CHARS = len(".jaxsynth-timing.json.0123456789abcdef.tmp")
+"""The longest suffix of the files a sweep writes beside ``--out``: the temporary copy of
+its calibrations (``experiments.cost.CalibrationFile``; the sidecar's is shorter)."""
 DEMO_DIR = "jaxsynth-demo"
 
 
@@ -71,35 +79,19 @@ def _renamed(message: str):
     return Renamed
 
 
-def _listed(parse, what: str):
-    """An argparse type: a non-empty comma-separated list of ``what``, each through ``parse``."""
-
-    def values(text: str) -> list:
-        try:
-            out = [parse(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            out = []
-        if not out:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what}; got {text!r}")
-        return out
-
-    return values
-
-
-_floats = _listed(float, "numbers")
-_ints = _listed(int, "integers")
-_names = _listed(str.strip, "names")
+_floats = listed(real("a number"), "numbers")
+_ints = listed(integer(), "integers")
 
 
 def _methods(text: str) -> list:
     """An argparse type: W1 methods; a ground metric here is told to use ``--metric``."""
-    names = _names(text)
-    metrics = [v for v in names if v in GROUND_METRICS]
+    methods = names(text)
+    metrics = [v for v in methods if v in GROUND_METRICS]
     if metrics:
         raise argparse.ArgumentTypeError(
             f"{metrics[0]!r} is a ground metric, chosen with --metric {metrics[0]}; "
             f"--method takes W1 methods ({', '.join(W1_METHODS)})")
-    return names
+    return methods
 
 
 def _ground_metric(text: str) -> str:
@@ -114,62 +106,27 @@ def _ground_metric(text: str) -> str:
         f"expected a ground metric, {' or '.join(GROUND_METRICS)}; got {text!r}")
 
 
-def _integer(minimum: int, maximum: int | None = None):
-    """An argparse type: an integer of at least ``minimum`` (1: positive, 0: non-negative)
-    and at most ``maximum`` (the allowed range is named when a value is outside it)."""
-    what = {0: "a non-negative integer", 1: "a positive integer"}.get(
-        minimum, f"an integer >= {minimum}")
-    if maximum is not None:
-        what = f"an integer in {minimum}..{_power(maximum)}"
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if not minimum <= value <= (value if maximum is None else maximum):
-            raise argparse.ArgumentTypeError(f"expected {what}; got {_short(text)}")
-        return value
-
-    return parse
+_count, _index = integer(1), integer(0)
+_seeds, _first_seed = integer(1, MAX_SEED), integer(0, MAX_SEED - 1)
+_key = integer(0, MAX_KEY)
+_seconds = real(f"a number of seconds in (0, {MAX_CLUSTER_TIMEOUT_S:g}]", 0.0,
+                MAX_CLUSTER_TIMEOUT_S)
+_megabytes = real("a positive number of MiB", 0.0)
+_precision = real("a relative half-width in (0, 1), e.g. 0.02 for ±2%", 0.0, 1.0,
+                  closed_high=False)
 
 
-def _power(value: int) -> str:
-    """``2^k`` or ``2^k - 1`` for such values (the limits of seeds and keys), else the number."""
-    for offset, suffix in ((0, ""), (1, " - 1")):
-        if value + offset >= 2**32 and (value + offset) & (value + offset - 1) == 0:
-            return f"2^{(value + offset).bit_length() - 1}{suffix}"
-    return str(value)
+def _platform(text: str) -> str:
+    """An argparse type: JAX platform names (``JAX_PLATFORMS``' syntax), none empty; whether
+    JAX has them is checked when it starts (``_check_platform``)."""
+    return ",".join(listed(nonempty, f"JAX platform names ({', '.join(PLATFORMS)})")(text))
 
 
-def _short(text: str) -> str:
-    """``repr(text)``, cut in the middle when long (a 30-digit number, say)."""
-    return repr(text) if len(text) <= 40 else repr(text[:18] + "..." + text[-18:])
-
-
-_count, _index = _integer(1), _integer(0)
-_seeds, _first_seed = _integer(1, MAX_SEED), _integer(0, MAX_SEED - 1)
-_key = _integer(0, MAX_KEY)
-
-
-def _positive(unit: str, maximum: float = float("inf")):
-    """An argparse type: a positive, finite number of ``unit``, at most ``maximum``."""
-    what = (f"a positive number of {unit}" if maximum == float("inf") else
-            f"a number of {unit} in (0, {maximum:g}]")
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not (value > 0 and value < float("inf") and value <= maximum):
-            raise argparse.ArgumentTypeError(f"expected {what}; got {_short(text)}")
-        return value
-
-    return parse
-
-
-_seconds, _megabytes = _positive("seconds", MAX_CLUSTER_TIMEOUT_S), _positive("MiB")
+def _directory(text: str) -> str:
+    """An argparse type: a directory path, not empty (``''`` would be the current one)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a directory; got {text!r}")
+    return text
 
 
 def _out_file(text: str) -> str:
@@ -198,47 +155,55 @@ def _parser() -> _Parser:
     parser.add_argument("--no-cache", action="store_true",
                         help="do not use the persistent compilation cache (~/.cache/jaxsynth/xla; "
                         "also JAXSYNTH_NO_CACHE=1; directory: JAXSYNTH_CACHE_DIR)")
-    parser.add_argument("--platform", metavar="NAME",
-                        help="JAX platform to compute on: cpu, cuda, rocm, tpu (default: JAX's "
-                        "choice, an accelerator when one is installed; also JAX_PLATFORMS)")
+    parser.add_argument("--platform", type=_platform, metavar="NAME",
+                        help=f"JAX platform to compute on: {', '.join(PLATFORMS)} (default: "
+                        "JAX's choice, an accelerator when one is installed; also "
+                        "JAX_PLATFORMS)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the built-in example sweep (well under a minute on "
                           "a 2-core CPU): the linf W1 of the whole data set, certified to 1%%, "
                           "and its rate against eps n")
-    demo.add_argument("--out-dir", default=DEMO_DIR, metavar="DIR",
+    demo.add_argument("--out-dir", type=_directory, default=DEMO_DIR, metavar="DIR",
                       help="the directory (created when missing) that receives the demo's "
                       f"files, jaxsynth-demo.csv (with its sidecar) and jaxsynth-demo.png "
                       f"(default {DEMO_DIR})")
-    demo.add_argument("--seeds", type=_integer(2, MAX_SEED), default=DEMO_SEEDS, metavar="S",
+    demo.add_argument("--seeds", type=integer(2, MAX_SEED), default=DEMO_SEEDS, metavar="S",
                       help=f"replicates, at least 2 for the rate's interval (default "
                       f"{DEMO_SEEDS})")
-    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--quiet", action="store_true", help="no estimate and no progress line")
 
     sim = sub.add_parser("simulate", help="run a sweep and write one row per replicate")
     arg = sim.add_argument
-    arg("--mechanism", type=_names, required=True, metavar="NAME[,NAME]",
+    arg("--mechanism", type=names, required=True, metavar="NAME[,NAME]",
         help="pmm, pruned-pmm, adaptive-pruned-pmm, privtree, privtree-shift")
-    arg("--data", type=_names, required=True, metavar="SHAPE_OR_FILE[,...]",
+    arg("--data", type=names, required=True, metavar="SHAPE_OR_FILE[,...]",
         help="built-in data set names (jaxsynth.datasets.names()) or .npy/.npz/.csv files")
+    arg("--data-array", type=nonempty, metavar="NAME",
+        help="the array to read from each .npz file of --data (needed when a file holds "
+        "several)")
     arg("--n", type=_ints, metavar="N[,N]", help="sizes of built-in data sets (default 10000)")
-    arg("--d", type=int, metavar="D", help="ambient dimension of built-in data sets")
-    arg("--k", type=int, metavar="K", help="subspace dimension (subspace, cubes)")
+    arg("--d", type=integer(), metavar="D", help="ambient dimension of built-in data sets")
+    arg("--k", type=integer(), metavar="K", help="subspace dimension (subspace, cubes)")
     arg("--eps", type=_floats, required=True, metavar="LIST", help="privacy budgets, e.g. 0.5,1,2")
     arg("--seeds", type=_seeds, metavar="S",
         help="replicates per (mechanism, data, n, eps): seeds FIRST..FIRST+S-1; with "
         "--precision, the first round's count (default 16)")
-    arg("--precision", type=_positive("relative half-width"), metavar="P",
+    arg("--precision", type=_precision, metavar="P",
         help="run seeds in rounds, each cell on its own, until the 95%% interval of its mean "
         "has half-width <= P x mean (e.g. 0.02), or --max-seeds; resumable, and a finished "
         "run is tightened by asking again with a smaller P")
-    arg("--max-seeds", type=_integer(2, MAX_SEED), metavar="N", help="most seeds of a cell (--precision)")
-    arg("--precision-column", default="w1_exact_upper", metavar="COLUMN",
+    arg("--max-seeds", type=integer(2, MAX_SEED), metavar="N",
+        help="most seeds of a cell (--precision)")
+    arg("--precision-column", type=nonempty, metavar="COLUMN",
         help="the W1 column whose mean --precision is about (default w1_exact_upper)")
+    arg("--precision-control", type=nonempty, metavar="COLUMN",
+        help="a cheap column that predicts --precision-column (e.g. w1_tree_upper): the "
+        "stopping rule's control variate, measured on more seeds than the expensive column")
     arg("--first-seed", type=_first_seed, default=0, metavar="FIRST",
         help="first seed (default 0); parts of a large sweep use disjoint seed ranges and "
         "one file each")
-    arg("--depth", type=int, metavar="R",
+    arg("--depth", type=integer(), metavar="R",
         help="tree depth (PMM family; default ceil(log2(eps n))) or depth cap (PrivTree)")
     arg("--method", type=_methods, default=["exact"], metavar="LIST",
         help="W1 methods: exact (default: the ground-metric W1 of the whole data set, "
@@ -264,7 +229,7 @@ def _parser() -> _Parser:
         help="print only the cost estimate (from a short calibration: per cell and in all, "
         "compilation apart) and compute nothing else; every sweep prints it before work "
         "unless --quiet")
-    arg("--quiet", action="store_true", help="no progress bar")
+    arg("--quiet", action="store_true", help="no estimate and no progress line")
     group = sim.add_argument_group(
         "several processes (one sweep, one --out file written by process 0; see also "
         "'jaxsynth launch')")
@@ -284,7 +249,7 @@ def _parser() -> _Parser:
                             "cluster (several GPUs or many cores)")
     launch.add_argument("--local", type=_count, required=True, metavar="N",
                         help="number of processes")
-    launch.add_argument("--port", type=_integer(1, 65535), metavar="PORT",
+    launch.add_argument("--port", type=integer(1, 65535), metavar="PORT",
                         help="coordinator port on 127.0.0.1 (default: a free one)")
     launch.add_argument("--one-device-per-process", action="store_true",
                         help="process I uses local accelerator I only (N GPUs, N processes)")
@@ -294,18 +259,19 @@ def _parser() -> _Parser:
     rate = sub.add_parser("rate", help="fit log E W1 against log(eps n) from sweep files")
     arg = rate.add_argument
     arg("files", nargs="+", metavar="FILE.csv", help="simulate output files (concatenated)")
-    arg("--column", default="w1_exact_upper", metavar="COLUMN",
+    arg("--column", type=nonempty, default="w1_exact_upper", metavar="COLUMN",
         help="W1 column to fit (default w1_exact_upper, the W1 of the sweep's ground metric "
         "between the whole data set and each release, certified to 1%%; also "
         f"{', '.join(W1_COLUMNS[1:])})")
     arg("--metric", nargs="?", help=argparse.SUPPRESS,
         action=_renamed("--metric is now --column (the W1 column to fit, e.g. --column "
                         "w1_exact_upper)"))
-    arg("--by", type=_names, default=["mechanism", "data"], metavar="COLS",
+    arg("--by", type=names, default=["mechanism", "data"], metavar="COLS",
         help="grouping columns (default mechanism,data)")
     arg("--n-boot", type=_count, default=1000, metavar="B",
         help="bootstrap resamples (default 1000)")
-    arg("--level", type=float, default=0.95, metavar="L", help="confidence level (default 0.95)")
+    arg("--level", type=real("a number"), default=0.95, metavar="L",
+        help="confidence level (default 0.95)")
     arg("--plot", metavar="PNG", help="also write a W1 against eps n figure (.png, .pdf, .svg)")
     arg("--intrinsic-dim", type=_count, metavar="S",
         help="the data's intrinsic dimension for the theory exponent (default: the table's "
@@ -313,7 +279,7 @@ def _parser() -> _Parser:
 
     from jaxsynth.audit import command as audit_command  # the privacy auditor
 
-    audit_command.add_parser(sub, _names)
+    audit_command.add_parser(sub)
     return parser
 
 
@@ -347,13 +313,25 @@ def _read_tables(files, column: str) -> pd.DataFrame:
 def _cells(df: pd.DataFrame, column: str, level: float = 0.95, by=(), cells=None) -> str:
     """Per-cell means of ``column`` with their intervals, as printed text (and the mean
     of the other end of a certified pair, when the table has it)."""
+    import numpy as np
+
     from jaxsynth.experiments.summary import CELL_COLUMNS, summarize
     from jaxsynth.wasserstein.registry import certified_pairs
 
-    cells = summarize(df, column, level, by=by) if cells is None else cells
+    control = df.attrs.get("precision_control")
+    if cells is None:
+        cells = summarize(df, column, level, by=by, control=control)
     keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
-    shown = cells[keys + ["seeds", "mean", "ci_low", "ci_high"]].copy()
-    shown["±"] = [f"{w:.1%}" for w in cells["rel_half_width"]]
+    if control is not None and "cv_mean" in cells:  # the control-variate estimate
+        cells = cells.assign(mean=cells.cv_mean, ci_low=cells.cv_low, ci_high=cells.cv_high,
+                             rel_half_width=cells.cv_rel_half_width)
+    counts = ["seeds", "control_seeds"] if "control_seeds" in cells else ["seeds"]
+    shown = cells[keys + counts + ["mean", "ci_low", "ci_high"]].copy()
+    for count in {"n", *counts} & set(shown):  # counts print as integers, never as 2e+04
+        shown[count] = shown[count].astype("int64")
+    # rounded up: a half-width short of the target never reads as met
+    shown["±"] = [f"{math.ceil(w * 1000) / 10:.1f}%" if np.isfinite(w) else "nan"
+                  for w in cells["rel_half_width"]]
     if "target_met" in cells:
         shown["target_met"] = cells["target_met"]
     lower_ends = certified_pairs()
@@ -400,10 +378,12 @@ def _demo(args) -> None:
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out-dir {out_dir} is not a directory")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"--out-dir {out_dir} cannot be created: {exc.strerror}") from None
+    if not out_dir.exists():
+        try:
+            out_dir.mkdir(parents=True)
+        except OSError as exc:
+            raise ValueError(f"--out-dir {out_dir} cannot be created: {exc.strerror}") from None
+        print(f"jaxsynth demo: created the directory {out_dir}")
     csv, png = out_dir / "jaxsynth-demo.csv", out_dir / "jaxsynth-demo.png"
     from jaxsynth.experiments.plots import check_figure_path
 
@@ -428,23 +408,35 @@ def _simulate(args) -> None:
 
     mechs = [mechanism(name, depth=args.depth) for name in args.mechanism]
     options = {k: v for k, v in (("d", args.d), ("k", args.k)) if v is not None}
-    data = [(name, options) if options else name for name in args.data]
+    archives = [name for name in args.data if name.lower().endswith(".npz")]
+    if args.data_array is not None and not archives:
+        raise ValueError(f"--data-array {args.data_array} names an array of an .npz file; "
+                         f"--data {','.join(args.data)} has none")
+    array = {} if args.data_array is None else {"array": args.data_array}
+    data = [(name, {**options, **(array if name in archives else {})}) for name in args.data]
+    data = [(name, opts) if opts else name for name, opts in data]
     memory = None if args.memory_mb is None else max(1, int(args.memory_mb * 2**20))
     if args.precision is None:
         if args.seeds is None:
             raise ValueError("--seeds: give the replicates per cell (or --precision)")
-        if args.max_seeds is not None:
-            raise ValueError("--max-seeds goes with --precision")
+        for flag, value in (("--max-seeds", args.max_seeds),
+                            ("--precision-column", args.precision_column),
+                            ("--precision-control", args.precision_control)):
+            if value is not None:
+                raise ValueError(f"{flag} needs --precision (a sweep to a stated precision); "
+                                 "a fixed sweep's count is --seeds")
         seeds = range(args.first_seed, args.first_seed + args.seeds)
     else:
         if args.first_seed:
             raise ValueError("--first-seed: a sweep to a --precision starts at seed 0")
         if args.max_seeds is None:
-            raise ValueError("--max-seeds: --precision needs a most seeds per cell")
+            raise ValueError("--max-seeds: --precision needs the most seeds a cell may get "
+                             "(e.g. --max-seeds 1024)")
         seeds = args.seeds
     precision = {} if args.precision is None else {
         "precision": args.precision, "max_seeds": args.max_seeds,
-        "precision_column": args.precision_column}
+        "precision_column": args.precision_column,
+        "precision_control": args.precision_control}
     df = simulate(mechs, data, eps=args.eps, seeds=seeds, methods=args.method,
                   key=args.key, n=args.n, out=args.out, memory_bytes=memory,
                   progress=not (args.quiet or args.dry_run), metric=args.metric,
@@ -455,7 +447,7 @@ def _simulate(args) -> None:
 
         print(describe(df))
         return
-    column = args.precision_column if args.precision is not None else next(
+    column = df.attrs["precision_column"] if args.precision is not None else next(
         c for c in df.columns if c.startswith("w1_") and "lower" not in c)
     if args.coordinator or args.distributed:
         import jax
@@ -471,7 +463,9 @@ def _simulate(args) -> None:
     if args.coordinator or args.distributed:
         print(f"{who} computed {df.attrs['computed']} of them")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
-        print(f"mean {column} per cell, with its 95% interval (skewness-corrected t):")
+        control = df.attrs.get("precision_control")
+        print(f"mean {column} per cell, with its 95% interval (skewness-corrected t)" + (
+            f"; the control-variate estimate with the control {control}:" if control else ":"))
         print(_cells(df, column) if df.groupby(["mechanism", "data", "n", "eps"]).size().min()
               > 1 else "(one seed per cell: no interval)")
     short = df.attrs.get("short", [])
@@ -542,12 +536,50 @@ def _use_platform(name: str) -> None:
 
 
 def _check_platform(name: str) -> None:
+    """Refuse a ``--platform`` JAX cannot start here, with the GPU page's advice.
+
+    JAX raises ``RuntimeError`` for a platform it knows but cannot start, and (JAX 0.10)
+    a bare ``AssertionError`` for one none of its installed plugins provides (``cuda``
+    without JAX's CUDA wheels)."""
     import jax
 
     try:
         jax.devices()
-    except RuntimeError as exc:
-        raise ValueError(f"--platform {name!r} is not available here ({exc})") from None
+    except (RuntimeError, AssertionError) as exc:
+        reason = str(exc) or "no installed JAX plugin provides it"
+        gpu = ("; an NVIDIA GPU needs JAX with CUDA (pip install -e '.[cuda]') and a driver "
+               ">= 525.60.13: see the documentation's GPU page"
+               if {"cuda", "gpu"} & set(name.split(",")) else "")
+        raise ValueError(f"--platform {name!r} is not available here ({reason}); python -c "
+                         f"\"import jax; print(jax.devices())\" shows what JAX sees{gpu}") from None
+
+
+def _check_memory(args) -> None:
+    """Refuse a ``--memory-mb`` beyond the whole memory of the device JAX computes on
+    (known once JAX is up)."""
+    import jax
+
+    from jaxsynth.engine import result_memory
+
+    device = jax.devices()[0]
+    total = result_memory(device)
+    if args.memory_mb * 2**20 > total:
+        raise ValueError(f"--memory-mb {args.memory_mb:g}: more than the whole memory of "
+                         f"this {device.platform} device, {total / 2**20:.0f} MiB; a chunk's "
+                         "working memory must fit in it")
+
+
+def _streams_to_devnull() -> None:
+    """A closed stdout or stderr (``jaxsynth ... >&-``: Python sets ``sys.stdout`` to
+    None) becomes /dev/null, as a broken pipe does (``main``): the command runs, writes
+    its files and exits 0 without a word, and no file it opens takes the free descriptor."""
+    for fd, stream in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, stream) is None:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, stream, open(fd, "w", closefd=False))
 
 
 def _check_arguments(args) -> None:
@@ -557,12 +589,38 @@ def _check_arguments(args) -> None:
                           "last seed, 2^32 - 1")
 
 
+@contextlib.contextmanager
+def _one_line_messages():
+    """The package's log messages and warnings as ``jaxsynth: warning: ...`` lines on
+    stderr, never a Python warning with a source path."""
+    import logging
+    import warnings
+
+    class Line(logging.Handler):
+        def emit(self, record):
+            text = " ".join(record.getMessage().split())
+            print(f"jaxsynth: {record.levelname.lower()}: {text}", file=sys.stderr, flush=True)
+
+    logger, handler = logging.getLogger("jaxsynth"), Line(logging.WARNING)
+    shown, propagates = warnings.showwarning, logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    warnings.showwarning = lambda message, *_, **__: handler.emit(logging.LogRecord(
+        "jaxsynth", logging.WARNING, "", 0, str(message), None, None))
+    try:
+        yield
+    finally:
+        warnings.showwarning, logger.propagate = shown, propagates
+        logger.removeHandler(handler)
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, 2 for wrong arguments, 130 when
     interrupted).  Arguments are parsed and checked before JAX loads.  Run as a program
     (``argv`` None), a command that computes then ends at once on Ctrl-C
     (``jaxsynth.interrupts``)."""
     whole_process = argv is None
+    _streams_to_devnull()
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = _parser().parse_args(argv)
@@ -579,15 +637,24 @@ def main(argv=None) -> int:
             _join_cluster(args)
         if args.platform is not None:
             _check_platform(args.platform)
+        if getattr(args, "memory_mb", None) is not None:
+            _check_memory(args)
         if not args.no_cache:
             from jaxsynth.compilation import enable_compilation_cache
 
             enable_compilation_cache()
-        {"demo": _demo, "simulate": _simulate, "rate": _rate, "audit": _audit}[args.command](args)
+        with _one_line_messages():
+            {"demo": _demo, "simulate": _simulate, "rate": _rate,
+             "audit": _audit}[args.command](args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except (_UsageError, ValueError) as exc:
         print(f"jaxsynth: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # an optional dependency missing: the message names its extra
+        if exc.name != "matplotlib":
+            raise
+        print(f"jaxsynth: error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # stdout closed early (``| head``): the results are on disk
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

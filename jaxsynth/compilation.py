@@ -67,6 +67,21 @@ def enable_compilation_cache(path=None) -> Path | None:
     ``JAXSYNTH_NO_CACHE`` is set, or when the directory cannot be created or written (a
     read-only file system, a file in the way): then it warns once and the run goes on
     without the cache.
+
+    Examples:
+      Once per process, before the first computation (the command line does it unless
+      ``--no-cache``):
+
+          js.enable_compilation_cache()          # ~/.cache/jaxsynth/xla
+
+      ``JAXSYNTH_NO_CACHE=1`` turns it off, whoever calls it:
+
+      >>> import jaxsynth as js
+      >>> import os
+      >>> from unittest import mock
+      >>> with mock.patch.dict(os.environ, {"JAXSYNTH_NO_CACHE": "1"}):
+      ...     print(js.enable_compilation_cache())
+      None
     """
     if os.environ.get(ENV_OFF, "") not in ("", "0"):
         return None

@@ -31,12 +31,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxsynth.compilation import exported_jit
-from jaxsynth.core.frontier import REPLICATES, capacity_bucket
+from jaxsynth.core.batching import (ACCELERATOR_MEMORY_SHARE, DEFAULT_MEMORY_BYTES,
+                                    capacity_bucket, chunk_rows, device_memory,
+                                    fitting_batch)
+from jaxsynth.core.frontier import REPLICATES
 from jaxsynth.core.measure import NotPrivateDiagnostics, SyntheticMeasure
+from jaxsynth.core.validate import sizes
 
-DEFAULT_MEMORY_BYTES = 2 * 2**30
-"""Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
-ACCELERATOR_MEMORY_SHARE = 0.6
 MAX_CHUNK = {"cpu": 32, "default": 8192}
 """Largest chunk per platform: on a CPU the loop bodies run on one core and small chunks
 keep a piece's working set in cache; accelerators want wide batches."""
@@ -134,16 +135,6 @@ def _costs(order, static, keys, eps_index, params, shared):
     return jax.vmap(lambda k, p: order(static, k, p, shared))(keys, per_replicate)
 
 
-def device_memory(device=None) -> int:
-    """Working memory of one chunk on ``device``: a share of an accelerator's, or 2 GiB."""
-    device = device or jax.devices()[0]
-    if device.platform == "cpu":
-        return DEFAULT_MEMORY_BYTES
-    stats = device.memory_stats() or {}
-    limit = stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0)
-    return int(limit * ACCELERATOR_MEMORY_SHARE) if limit > 0 else DEFAULT_MEMORY_BYTES
-
-
 def result_memory(device=None) -> int:
     """Memory the kept results of a release may fill: the host's RAM on a CPU, else the
     accelerator's (where ``release`` leaves them)."""
@@ -172,26 +163,31 @@ def check_results_fit(plan: Plan, seeds: int) -> None:
         )
 
 
-def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int,
+def chunk_size(bytes_per_replicate: float, replicates: int, memory_bytes: int | None = None,
                platform: str | None = None) -> int:
     """Replicates per chunk: a power of two that fits the memory, at most the platform's cap.
 
-    Smaller grids use the next power of two of their size, so seed counts of one bucket
-    share a compilation.
+    ``memory_bytes``: the working memory of one chunk; ``None``, the default device's
+    (``device_memory()``).  Smaller grids use the next power of two of their size, so
+    seed counts of one bucket share a compilation.
 
     Raises:
-      ValueError: naming ``memory_bytes`` when not even one replicate fits.
+      ValueError: naming ``memory_bytes`` (or its default) when not even one replicate fits.
     """
+    given = memory_bytes is not None
+    memory_bytes = memory_bytes if given else device_memory()
     if bytes_per_replicate > memory_bytes:
-        raise ValueError(
-            f"one replicate needs {bytes_per_replicate / 2**30:.2f} GiB but memory_bytes is "
-            f"{memory_bytes / 2**30:.2f} GiB; raise memory_bytes or reduce the depth or n"
-        )
+        need, have = sizes(bytes_per_replicate, memory_bytes)
+        budget = f"memory_bytes is {have}" if given else (
+            f"a chunk may use {have}, the device's memory for one chunk (the default, as "
+            f"memory_bytes was not given: {DEFAULT_MEMORY_BYTES / 2**30:g} GiB on a CPU, "
+            f"{ACCELERATOR_MEMORY_SHARE:.0%} of an accelerator's free memory)")
+        raise ValueError(f"one replicate needs {need} but {budget}; raise memory_bytes (the "
+                         "command line: --memory-mb) or reduce the depth or n")
     platform = platform or jax.devices()[0].platform
-    fit = int(memory_bytes // max(bytes_per_replicate, 1.0))
-    cap = min(fit, MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
-    size = 1 << (cap.bit_length() - 1)
-    return min(size, 1 << max(0, (replicates - 1).bit_length()))
+    size = fitting_batch(bytes_per_replicate, memory_bytes,
+                         MAX_CHUNK.get(platform, MAX_CHUNK["default"]))
+    return min(size, capacity_bucket(replicates, per_octave=1, minimum=1))
 
 
 def _pad_atoms(a, size: int):
@@ -223,7 +219,7 @@ def _padded_params(params: dict) -> dict:
     """Per-ε arrays padded to a power-of-two ε count ≥ 8 (repeating the last ε): one shape per bucket."""
     def pad(a):
         a = np.asarray(a)
-        rows = max(8, 1 << max(0, (a.shape[0] - 1).bit_length()))
+        rows = capacity_bucket(a.shape[0], per_octave=1, minimum=8)
         return np.concatenate([a, np.repeat(a[-1:], rows - a.shape[0], axis=0)])
 
     return {k: pad(v) for k, v in params.items()}
@@ -253,7 +249,6 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
     devices = list(devices) if devices else [jax.devices()[0]]
     E, S = len(plan.eps), keys.shape[0]
     total = E * S
-    memory_bytes = device_memory() if memory_bytes is None else memory_bytes
     size = chunk or chunk_size(plan.bytes_per_replicate, total, memory_bytes)
     size = -(-size // len(devices)) * len(devices)
     grid_keys = np.tile(keys, (E, 1))
@@ -264,7 +259,7 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         costs = np.concatenate([
             np.asarray(_costs(plan.order, plan.static, grid_keys[i], grid_eps[i], params,
                               plan.shared))
-            for i in _chunks(total, size)
+            for i in chunk_rows(total, size)
         ])[:total]
         order = np.argsort(costs, kind="stable")
     fields = plan.fields(atoms)
@@ -295,12 +290,6 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
                      cut=cut)
 
 
-def _chunks(total: int, size: int):
-    """Index arrays of the chunks of a grid of ``total`` replicates (the last one padded)."""
-    for start in range(0, total, size):
-        yield np.minimum(np.arange(start, start + size), total - 1)
-
-
 def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices, reduce,
               host) -> list:
     """Run the (ordered) grid in chunks of ``size`` replicates; one output dict per chunk."""
@@ -309,7 +298,7 @@ def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, device
     if len(devices) > 1:
         place = NamedSharding(Mesh(np.array(devices), (REPLICATES,)), PartitionSpec(REPLICATES))
     parts = []
-    for index in _chunks(grid_keys.shape[0], size):
+    for index in chunk_rows(grid_keys.shape[0], size):
         chunk_keys, chunk_eps = grid_keys[index], grid_eps[index]
         if place is not None:
             chunk_keys, chunk_eps = jax.device_put((chunk_keys, chunk_eps), place)

@@ -45,7 +45,8 @@ def test_simulate_then_rate_round_trip(tmp_path, capsys):
                                   check_dtype=False)
     assert {"mechanism", "data", "n", "d", "eps", "seed", "depth", "m", "leaves", "visited",
             "w1_exact_lower", "w1_exact_upper", "seconds"} <= set(df.columns)  # the default
-    assert "w1_tree" not in df
+    assert {"w1_tree", "w1_tree_upper"} <= set(df.columns)  # free: every sweep records them
+    assert "w1_lower" not in df  # what was not asked for and costs something is not measured
     assert (df["metric"] == "linf").all() and "ground" not in df  # the ground metric column
     capsys.readouterr()
     assert main(["rate", str(csv), "--plot", str(png), "--n-boot", "200"]) == 0
@@ -95,7 +96,7 @@ def test_method_metric_and_column_choose_what_is_measured_and_fitted(tmp_path, c
         (["rate", "missing.csv", "--column", "mechanism"], "--column must be a W1 column"),
         (["simulate", *SWEEP, "--out", "x.csv"], "--seeds"),
         (["simulate", *SWEEP, "--seeds", "2", "--max-seeds", "9", "--out", "x.csv"],
-         "--max-seeds goes with --precision"),
+         "--max-seeds needs --precision"),
         (["simulate", *SWEEP, "--precision", "0.1", "--out", "x.csv"], "--max-seeds"),
         (["simulate", *SWEEP, "--precision", "0", "--max-seeds", "9", "--out", "x.csv"],
          "--precision"),
@@ -167,19 +168,21 @@ def test_killed_run_resumes_to_the_uninterrupted_table(tmp_path, cli_env):
 def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     # reduced form: two of the demo's three sizes (compilation dominates the runtime)
     monkeypatch.setattr("jaxsynth.cli.DEMO_N", (1000, 2000))
-    out_dir = tmp_path / "new" / "results"  # created when missing
+    out_dir = tmp_path / "new" / "results"  # created when missing, and said so
     assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
     df = pd.read_csv(out_dir / "jaxsynth-demo.csv")
     assert len(df) == 2 * 2 * 4 and set(df.n) == {1000, 2000}
     assert set(df.depth) == {10, 11}  # the ambient-depth rule ceil(log2(eps n))
     assert (out_dir / "jaxsynth-demo.png").read_bytes()[:4] == b"\x89PNG"
     printed = capsys.readouterr().out
+    assert printed.startswith(f"jaxsynth demo: created the directory {out_dir}\n")
     assert ("slope of log E w1_exact_upper (certified upper end of the ℓ∞ W1 of the whole "
             "data set" in printed)
     assert "(eps n)^(-1/2)" in printed and "w1_exact_lower" in printed
     assert "16 rows computed now" in printed
     assert main(["demo", "--out-dir", str(out_dir), "--seeds", "4", "--quiet"]) == 0
-    assert "nothing to compute: every row was there" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "nothing to compute: every row was there" in printed and "created" not in printed
 
 
 def test_output_piped_into_a_reader_that_stops_early(tmp_path, cli_env):
@@ -194,6 +197,51 @@ def test_output_piped_into_a_reader_that_stops_early(tmp_path, cli_env):
     assert done.stdout.strip() == "status 0", done.stderr
     assert "Broken pipe" not in done.stderr and "Traceback" not in done.stderr
     assert len(pd.read_csv(tmp_path / "piped.csv")) == 2 * 2 * 2
+
+
+def test_closed_output_is_a_reader_that_stopped(tmp_path, cli_env):
+    """``jaxsynth simulate … >&-`` (stdout closed): as a broken pipe, status 0 and no word,
+    and the table written whole (no file the command opens takes the free descriptor 1)."""
+    csv = tmp_path / "closed.csv"
+    command = (f"{sys.executable} -m jaxsynth simulate {' '.join(SWEEP)} --seeds 2 --method "
+               f"tree --out {csv} --quiet >&-")
+    done = subprocess.run(["bash", "-c", command], env=cli_env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    ref = simulate(MECHS, "spiral", n=[300], eps=[1.0, 2.0], seeds=2, progress=False,
+                   data_key=3, methods=["tree"])
+    pd.testing.assert_frame_equal(_read(csv), ref.drop(columns=TIMING), check_dtype=False)
+
+
+def test_data_array_reads_the_named_array_of_an_archive(tmp_path, capsys):
+    # truth: the W1 values of the library's sweep on the second array itself
+    import numpy as np
+
+    first, second = (js.datasets.load("spiral", n=300, key=k) for k in (3, 4))
+    np.savez(tmp_path / "xy.npz", first=first, second=second)
+    csv = tmp_path / "second.csv"
+    assert main(["simulate", "--mechanism", "pmm", "--data", str(tmp_path / "xy.npz"),
+                 "--data-array", "second", "--depth", "4", "--eps", "1", "--seeds", "2",
+                 "--method", "tree", "--out", str(csv), "--quiet"]) == 0
+    ref = simulate(js.PMM(depth=4), second, eps=[1.0], seeds=2, methods=["tree"],
+                   progress=False)
+    got = pd.read_csv(csv)
+    assert (got["data"] == str(tmp_path / "xy.npz")).all()
+    np.testing.assert_array_equal(got["w1_tree"], ref["w1_tree"])
+
+
+def test_rate_prints_sizes_as_integers(tmp_path, capsys):
+    csv = tmp_path / "large.csv"
+    pd.DataFrame([dict(mechanism="pmm", kind="pmm", data="spiral", n=n, d=2, intrinsic_dim=1,
+                       eps=1.0, seed=s, w1_exact_upper=(1 + 0.1 * s) / n**0.5, metric="linf")
+                  for n in (10000, 20000) for s in range(3)]).to_csv(csv, index=False)
+    assert main(["rate", str(csv), "--n-boot", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "e+04" not in printed
+    table = printed.split("\n\n")[0]  # the cells, before the slopes
+    cells = [line.split()[2:5] for line in table.splitlines()
+             if line.split()[:2] == ["pmm", "spiral"]]
+    assert cells == [["10000", "1", "3"], ["20000", "1", "3"]]  # n, eps, seeds per cell
 
 
 def test_rate_refuses_files_that_repeat_replicates(tmp_path, capsys):
@@ -234,6 +282,15 @@ def test_platform_option_chooses_the_device(tmp_path, cli_env):
                           "x.csv"], env=env, capture_output=True, text=True, timeout=120,
                          cwd=tmp_path)
     assert bad.returncode == 2 and "--platform 'nodevice' is not available here" in bad.stderr
+    # cuda without JAX's CUDA plugin: a one-line refusal with the GPU page's advice (JAX
+    # raises a bare AssertionError there); with a GPU, the command runs on to its own refusal
+    cuda = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "cuda", "rate",
+                           "x.csv"], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert cuda.returncode == 2 and cuda.stderr.count("\n") == 1, cuda.stderr
+    assert ("--platform 'cuda' is not available here (" in cuda.stderr
+            and "shows what JAX sees; an NVIDIA GPU needs JAX with CUDA" in cuda.stderr
+            or "file 'x.csv' not found" in cuda.stderr), cuda.stderr
     ok = subprocess.run([sys.executable, "-m", "jaxsynth", "--platform", "cpu", "simulate",
                          *SWEEP, "--seeds", "1", "--method", "tree", "--out", "one.csv",
                          "--quiet"], env=env, capture_output=True, text=True, timeout=300,
@@ -267,7 +324,7 @@ def test_the_parsers_words_are_the_librarys():
     from jaxsynth.audit import auditor, settings
     from jaxsynth.core.partition import GROUND_METRICS
     from jaxsynth.mechanisms.registry import MECHANISMS
-    from jaxsynth.wasserstein.dispatch import METHODS
+    from jaxsynth.wasserstein.registry import METHODS
     from jaxsynth.wasserstein.registry import column_descriptions
 
     from jaxsynth.experiments.cluster import MAX_TIMEOUT_S

@@ -22,7 +22,8 @@ import pytest
 
 import jaxsynth as js
 from jaxsynth.experiments.store import KEY_COLUMNS, read_table
-from jaxsynth.experiments.sweep import CHUNK_REPLICATES, simulate
+from jaxsynth.experiments.execute import CHUNK_REPLICATES
+from jaxsynth.experiments.sweep import simulate
 
 PROMPT_S = 5.0
 """Longest wait from SIGINT to exit (a loaded CI machine; the exit itself is immediate)."""

@@ -23,7 +23,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth import engine
 from jaxsynth.cli import main
-from jaxsynth.core import validate
+from jaxsynth.core import batching, validate
 from jaxsynth.experiments import datasets
 from jaxsynth.experiments.plots import depth_plot, rate_plot
 from jaxsynth.experiments.rates import estimate_rate
@@ -152,7 +152,7 @@ API = [
      "margin must be"),
     ("prepare depth=1.5", lambda: js.prepare(X, 1.5), "depth must be"),
     ("w1 method=1", lambda: js.w1(X, js.release(0, js.PMM(depth=2), X, 1.0), method=1),
-     "method must be"),
+     "method: unknown W1 method 1"),
     ("rate_plot df=[1]", lambda: rate_plot([1]), "df must be a pandas DataFrame"),
     ("rate_plot unwritable path",
      lambda: rate_plot(_table(), path="/nonexistent/dir/rate.png"), "does not exist"),
@@ -239,8 +239,8 @@ API = [
     ("depth_plot metric=", lambda: depth_plot(_table(), metric="w1_exact_upper"),
      "metric= is now column="),
     ("w1 metric='bracket'", lambda: js.w1(X, _out(), "tree", metric="bracket"),
-     "metric must be one of ('linf', 'l2') (the ground metric); got 'bracket'; W1 methods "
-     "are chosen with method="),
+     "metric is the ground metric, one of ('linf', 'l2'); got 'bracket': W1 methods are "
+     "chosen with method="),
     # data shaped as if transposed, and a dimension whose kernels would compile unbounded
     ("release 3 x 1000 (transposed)", lambda: js.release(0, js.PMM(), np.full((3, 1000), 0.5), 1.0),
      "X has more coordinates than points (n = 3, d = 1000): data passed transposed?"),
@@ -321,9 +321,9 @@ def test_memory_limits_leave_normal_uses_alone(monkeypatch):
     n, d, R = 10**7, 10, 24
     validate.check_fits(8.0 * n * d, "n, d", "the data")  # datasets.load's own check
     _check_dense_fits(R, d, 4 * 2 * (2**R + 2**11) + 4 * 2**R * d + 2**R * (d + 2) * 4)
-    assert check_directions(None, 0, "linf", d, n) == (0, 0)
-    assert check_directions(None, 0, "l2", d, n) == (2, 0)
-    assert check_directions(0, 5, "l2", d, 1000) == (0, 5)  # 0: the axes alone
+    assert check_directions(None, "linf", d, n) == 0
+    assert check_directions(None, "l2", d, n) == 2
+    assert check_directions(0, "l2", d, 1000) == 0  # 0: the axes alone
     assert datasets.load("uniform", n=1000, d=d).shape == (1000, d)
 
 
@@ -342,13 +342,13 @@ def test_command_line_refuses_a_data_set_too_large_for_memory(monkeypatch, tmp_p
 @pytest.mark.parametrize("mech", [js.PrivTree(), js.AdaptivePrunedPMM()],
                          ids=["privtree", "adaptive"])
 def test_a_mechanism_that_cannot_run_is_refused_before_other_rows_are_written(tmp_path, mech):
-    # d = 200 with the bracket (its projections): Pruned-PMM fits in 40 MiB, PrivTree and
+    # d = 200 with the bracket (its projections): Pruned-PMM fits in 13 MiB, PrivTree and
     # Adaptive do not; nothing is written
     out = tmp_path / "d200.csv"
     with pytest.raises(ValueError, match=f"mechanism {mech.name} on uniform\\(d=200\\).*"
                                          "one replicate needs"):
         js.simulate({"pruned-pmm": js.PrunedPMM(), mech.name: mech}, D200, n=2000,
-                    eps=[1.0, 4.0], seeds=2, memory_bytes=40 * 2**20, out=out, progress=False,
+                    eps=[1.0, 4.0], seeds=2, memory_bytes=13 * 2**20, out=out, progress=False,
                     methods=["bracket"])
     assert os.listdir(tmp_path) == []
 
@@ -385,6 +385,11 @@ def _setup(tmp_path):
     table.assign(d=True).to_csv(tmp_path / "d-bool.csv", index=False)
     np.save(tmp_path / "wide.npy", np.full((3, 1000), 0.5))
     np.save(tmp_path / "tall.npy", np.full((20, 5000), 0.5))
+    np.savez(tmp_path / "two.npz", first=X, second=X[:100])
+    with open(tmp_path / "big.npy", "wb") as f:  # a header of 10^11 rows above 64 bytes
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f8", "fortran_order": False, "shape": (10**11, 2)})
+        f.write(bytes(64))
 
 
 CLI = [
@@ -413,7 +418,7 @@ CLI = [
      "asks for 100000000 replicates"),
     ("d = 200 privtree", ["simulate", "--mechanism", "pruned-pmm,privtree", "--data", "uniform",
                           "--d", "200", "--n", "2000", "--eps", "1,4", "--seeds", "2",
-                          "--memory-mb", "40", "--method", "bracket", "--out", "x.csv"],
+                          "--memory-mb", "13", "--method", "bracket", "--out", "x.csv"],
      "mechanism privtree on"),
     ("rate empty", ["rate", "empty.csv"], "holds no rows"),
     ("rate foreign", ["rate", "foreign.csv"], "is not a jaxsynth result table"),
@@ -450,7 +455,8 @@ CLI = [
     ("seeds 0", [*SIM, "--seeds", "0", "--out", "x.csv"], "--seeds"),
     ("first-seed -1", [*SIM, "--first-seed", "-1", "--out", "x.csv"], "--first-seed"),
     ("eps true", [*SIM, "--eps", "true", "--out", "x.csv"], "--eps"),
-    ("eps nan", [*SIM, "--eps", "nan", "--out", "x.csv"], "eps must be finite"),
+    ("eps nan", [*SIM, "--eps", "nan", "--out", "x.csv"],
+     "argument --eps: expected a number, finite; got 'nan'"),
     ("memory-mb 0", [*SIM, "--memory-mb", "0", "--out", "x.csv"], "--memory-mb"),
     ("memory-mb nan", [*SIM, "--memory-mb", "nan", "--out", "x.csv"], "--memory-mb"),
     ("key abc", [*SIM, "--key", "abc", "--out", "x.csv"], "--key"),
@@ -513,6 +519,85 @@ CLI = [
      "--method: 'l2' is a ground metric, chosen with --metric l2"),
     ("rate --metric", ["rate", "sweep.csv", "--metric", "w1_exact_upper"],
      "jaxsynth: error: --metric is now --column (the W1 column to fit"),
+    # one parser for every number, list and name: no empty item, ASCII digits, finite
+    *[(f"eps {v}", [*SIM, "--eps", v, "--out", "x.csv"],
+       f"argument --eps: expected comma-separated numbers; got '{v}' (empty items are not "
+       "allowed)") for v in ("1,,2", "1,", ",1")],
+    ("mechanism pmm,", [*SIM[:2], "pmm,", *SIM[3:], "--out", "x.csv"],
+     "argument --mechanism: expected comma-separated names; got 'pmm,' (empty items"),
+    ("data spiral,", [*SIM[:4], "spiral,", *SIM[5:], "--out", "x.csv"],
+     "argument --data: expected comma-separated names; got 'spiral,' (empty items"),
+    ("method ' ,tree'", [*SIM, "--method", " ,tree", "--out", "x.csv"],
+     "argument --method: expected comma-separated names; got ' ,tree' (empty items"),
+    ("n 200,,400", [*SIM, "--n", "200,,400", "--out", "x.csv"],
+     "argument --n: expected comma-separated integers; got '200,,400' (empty items"),
+    *[(f"{option} in Arabic-Indic digits", [*SIM, option, "٣", "--out", "x.csv"],
+       f"argument {option}: expected {what} (digits in ASCII, 0-9); got '٣'")
+      for option, what in [("--n", "an integer"), ("--seeds", "an integer in 1..2^32"),
+                           ("--depth", "an integer"), ("--key", "an integer in 0..2^63 - 1"),
+                           ("--data-key", "an integer in 0..2^63 - 1"),
+                           ("--memory-mb", "a positive number of MiB"),
+                           ("--first-seed", "an integer in 0..2^32 - 1"),
+                           ("--d", "an integer"), ("--eps", "a number")]],
+    ("n in fullwidth digits", [*SIM, "--n", "２００", "--out", "x.csv"],
+     "argument --n: expected an integer (digits in ASCII, 0-9); got '２００'"),
+    ("n 200,٣", [*SIM, "--n", "200,٣", "--out", "x.csv"],
+     "argument --n: expected an integer (digits in ASCII, 0-9); got '٣' in '200,٣'"),
+    ("eps 1e309", [*SIM, "--eps", "1e309", "--out", "x.csv"],
+     "argument --eps: expected a number; got '1e309', beyond the largest float64"),
+    ("eps 1e308 (eps n beyond the largest float)",
+     ["simulate", "--mechanism", "pmm", "--data", "spiral", "--n", "200", "--eps", "1e308",
+      "--seeds", "2", "--out", "x.csv"],
+     "needs depth 1031 in d = 2 (516 digits per coordinate) but W1 is measured on trees of at "
+     "most 100 digits per coordinate (depth <= 199); lower the depth (a default depth grows "
+     "with log2(eps n): lower eps)"),
+    ("memory-mb 1e30", [*SIM, "--memory-mb", "1e30", "--out", "x.csv"],
+     "--memory-mb 1e+30: more than the whole memory of this cpu device"),
+    ("precision 1.5", [*SIM, "--precision", "1.5", "--max-seeds", "8", "--out", "x.csv"],
+     "argument --precision: expected a relative half-width in (0, 1), e.g. 0.02 for ±2%; got "
+     "'1.5'"),
+    ("precision without max-seeds", [*SIM, "--precision", "0.1", "--out", "x.csv"],
+     "--max-seeds: --precision needs the most seeds a cell may get (e.g. --max-seeds 1024)"),
+    ("platform ''", ["--platform", "", "rate", "sweep.csv"],
+     "argument --platform: expected comma-separated JAX platform names (cpu, cuda, rocm, "
+     "tpu); got '' (empty items are not allowed)"),
+    ("platform 'cpu,'", ["--platform", "cpu,", "rate", "sweep.csv"],
+     "argument --platform: expected comma-separated JAX platform names"),
+    ("level nan", ["rate", "sweep.csv", "--level", "nan"],
+     "argument --level: expected a number, finite; got 'nan'"),
+    ("column ''", ["rate", "sweep.csv", "--column", " "], "argument --column: expected a name"),
+    ("local-device-ids 0,", [*SIM, "--out", "x.csv", "--local-device-ids", "0,"],
+     "argument --local-device-ids: expected comma-separated integers; got '0,'"),
+    ("launch local in Arabic-Indic digits", ["launch", "--local", "٢", *SIM, "--out", "x.csv"],
+     "argument --local: expected a positive integer (digits in ASCII, 0-9); got '٢'"),
+    ("demo out-dir ''", ["demo", "--out-dir", ""], "argument --out-dir: expected a directory"),
+    ("audit replicates in Arabic-Indic digits", ["audit", "--replicates", "١٠٠٠"],
+     "argument --replicates: expected an integer (digits in ASCII, 0-9); got '١٠٠٠'"),
+    ("audit eps 1e309", ["audit", "--eps", "1e309"],
+     "argument --eps: expected a number; got '1e309', beyond the largest float64"),
+    ("audit replicates 10^12", ["--no-cache", "audit", "--mechanism", "pmm", "--replicates",
+                                str(10**12), "--quiet"],
+     "replicates: the features of 1000000000000 releases per data set (13 per release, "
+     "float64, two data sets) would take 203.7 TiB, more than the"),
+    # files: the memory their header declares, one array per archive
+    ("data file declaring 10^11 rows", [*SIM[:4], "big.npy", *SIM[5:], "--out", "x.csv"],
+     "data file big.npy: its array of shape (100000000000, 2) (declared in its header), as "
+     "float64, would take 1.5 TiB, more than the"),
+    ("data file of two arrays", [*SIM[:4], "two.npz", *SIM[5:], "--out", "x.csv"],
+     "data file two.npz holds 2 arrays (first, second); name the one to use: array='first' "
+     "(on the command line, --data-array first)"),
+    ("data-array not in the file", [*SIM[:4], "two.npz", *SIM[5:], "--data-array", "third",
+                                    "--out", "x.csv"],
+     "array 'third' not in the archive; it holds ['first', 'second']"),
+    ("data-array without an archive", [*SIM, "--data-array", "first", "--out", "x.csv"],
+     "--data-array first names an array of an .npz file; --data spiral has none"),
+    ("data-array ''", [*SIM[:4], "two.npz", *SIM[5:], "--data-array", "", "--out", "x.csv"],
+     "argument --data-array: expected a name; got ''"),
+    # messages that say what was asked for
+    ("bracket at depth 70", [*SIM, "--depth", "70", "--method", "bracket", "--out", "x.csv"],
+     "depth=70: pmm releases on the complete tree of depth 70 (2^71 - 1 nodes; its dense "
+     "engine goes to depth 30), whatever W1 method measures it; use a smaller depth, or "
+     "PrunedPMM(engine='sparse') (the command line: --mechanism pruned-pmm)"),
 ]
 
 
@@ -576,11 +661,94 @@ def test_rates_of_huge_w1_values_are_the_rates_of_their_scaled_values():
         np.log([1000, 2000, 4000]), np.log([1e308, 1e300, 1e300]), 1)[0], rel=1e-9)
 
 
-def test_wide_data_are_accepted_when_said_so():
-    """The explicit argument: n = 3 points in d = 40 are data as they stand."""
+def test_data_that_look_transposed_are_refused_with_advice_that_applies():
+    """n = 3 points in d = 40: the advice is the transpose (no entry point takes them as
+    they stand); at most ``WIDE_FROM`` coordinates, few points are data as they stand."""
     wide = np.random.default_rng(0).random((3, 40))
-    with pytest.raises(ValueError, match="more coordinates than points"):
-        validate.check_data(wide)
-    np.testing.assert_array_equal(validate.check_data(wide, wide=True), wide)
+    for call in (lambda: validate.check_data(wide),
+                 lambda: js.release(0, js.PMM(depth=3), wide, 1.0)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == (
+            "X has more coordinates than points (n = 3, d = 40): data passed transposed? "
+            "Pass its transpose (n = 40 points in d = 3); beyond d = 16, at least d points "
+            "are needed")
     small = np.random.default_rng(0).random((3, validate.WIDE_FROM))  # too few to mistake
     np.testing.assert_array_equal(validate.check_data(small), small)
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_chunk_too_small_for_one_replicate_names_its_memory_and_whether_it_was_given(given):
+    # truth: the device's default chunk memory on a CPU is batching.DEFAULT_MEMORY_BYTES;
+    # a replicate 5 bytes larger must read as larger (no rounding to the same figure)
+    need = batching.DEFAULT_MEMORY_BYTES + 5
+    memory = batching.DEFAULT_MEMORY_BYTES if given else None
+    with pytest.raises(ValueError) as info:
+        engine.chunk_size(need, 1, memory, "cpu")
+    budget = "memory_bytes is 2.000000000 GiB" if given else (
+        "a chunk may use 2.000000000 GiB, the device's memory for one chunk (the default, as "
+        "memory_bytes was not given: 2 GiB on a CPU, 60% of an accelerator's free memory)")
+    assert str(info.value) == (f"one replicate needs 2.000000005 GiB but {budget}; raise "
+                               "memory_bytes (the command line: --memory-mb) or reduce the "
+                               "depth or n")
+
+
+@pytest.mark.parametrize("a, b", [(2**31 + 5, 2**31), (3 * 2**30, 2**31), (2**40 + 1, 2**40),
+                                  (1000, 999), (5 * 2**20, 5 * 2**20)])
+def test_sizes_in_words_tell_different_sizes_apart(a, b):
+    # truth: the words read back (number × unit) within their last digit, and differ
+    # exactly when the sizes do
+    words = validate.sizes(a, b)
+    assert (words[0] != words[1]) == (a != b)
+    units = {"TiB": 2**40, "GiB": 2**30, "MiB": 2**20, "bytes": 1}
+    for size, word in zip((a, b), words):
+        number, unit = word.split()
+        digits = len(number.partition(".")[2])
+        assert abs(float(number) * units[unit] - size) <= 0.5 * 10**-digits * units[unit]
+
+
+def test_privtree_default_depth_fits_the_deepest_data_tree():
+    """``PrivTree()`` runs in every dimension up to 1024: its default cap, a multiple of d,
+    is the largest that the data tree (4096 levels) holds; an explicit cap beyond it is
+    refused naming ``depth_cap``."""
+    from jaxsynth.core.datatree import MAX_DEPTH
+    from jaxsynth.mechanisms.privtree import MAX_BISECTIONS, default_depth_cap
+
+    for d in (2, 186, 187, 341, 342, 1000, 1024):
+        k = min(MAX_BISECTIONS, 12)  # eps n = 2000: ceil(log2 2000) + 1 levels a coordinate
+        assert default_depth_cap(2000, d, 1.0) == min(k, MAX_DEPTH // d) * d <= MAX_DEPTH
+    assert default_depth_cap(2000, 2, 1e308) == MAX_BISECTIONS * 2  # eps n past the floats
+    Y = np.random.default_rng(0).random((400, 400))
+    depth = js.PrivTree().data_depth(400, 400, 1.0)  # the data tree a release builds
+    assert depth == 4000 and js.prepare(Y, depth).depth == 4000
+    with pytest.raises(ValueError, match=r"depth_cap=4200 exceeds the deepest data tree, 4096 "
+                                         r"levels \(the default cap in d = 400 is at most 4000\)"):
+        js.release(0, js.PrivTree(depth_cap=4200), Y, 1.0)
+
+
+@pytest.mark.slow
+def test_privtree_releases_with_its_default_depth_in_400_dimensions():
+    from jaxsynth.core.datatree import MAX_DEPTH
+
+    Y = np.random.default_rng(0).random((400, 400))
+    out = js.release(0, js.PrivTree(), Y, 1.0)
+    assert 0 < out.leaf_depth.max() <= MAX_DEPTH // 400 * 400
+    assert float(out.weights.sum()) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("mech", ["pmm", "pruned-pmm", "adaptive-pruned-pmm", "privtree"])
+def test_budgets_whose_product_with_n_overflows_are_refused_or_run(mech):
+    # eps n = 2e310 is past the largest float: the depth rules take log2 eps + log2 n
+    # (1030.8) instead of failing on log2(inf); PrivTree's cap is 22 bisections per
+    # coordinate whatever eps n beyond 2^22
+    from jaxsynth.mechanisms.registry import mechanism
+    from jaxsynth.mechanisms.schedules import default_depth, log2_product
+
+    assert log2_product(1e308, 200) == pytest.approx(np.log2(1e308) + np.log2(200), rel=1e-15)
+    assert log2_product(0.5, 2048) == 10.0 and default_depth(1e308, 200) == 1031
+    m = mechanism(mech)
+    if mech == "privtree":
+        assert m.data_depth(200, 2, 1e308) == 44
+    else:
+        with pytest.raises(ValueError, match="lower eps"):
+            validate.check_measurable(m, 200, 2, np.array([1e308]))

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
+
+# ott-jax imports JAXopt, which warns on import that it is no longer maintained; the
+# warning is ott's to act on, and would print a traceback in every documentation build
+warnings.filterwarnings("ignore", message="JAXopt is no longer maintained",
+                        category=DeprecationWarning)
 
 NAMESPACES = {
     "api/jaxsynth.md": ("jaxsynth", "The names of `jaxsynth.__all__` (`import jaxsynth as js`)."),

@@ -9,6 +9,11 @@ claim with probability at most ``1 − confidence`` (Bonferroni over its black-b
 white-box findings), so the verdict ``"VIOLATION"`` is a statistically certified bug.
 Small trees make the audit strong; the claims hold at every depth.
 
+Each mechanism family registers its audit for its config classes (``_audit``, a
+``functools.singledispatch`` registry: a subclass, such as a planted bug, takes its
+family's); the audit asks the config for every plan it runs (small pieces, the dense
+kernel's transcript: ``Mechanism.plan``'s options) and edits none.
+
 The findings, their events and the choice of trees: the documentation's privacy audit
 page ("How the audit works").
 """
@@ -16,6 +21,7 @@ page ("How the audit works").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -29,15 +35,17 @@ from jaxsynth.audit.settings import (
     MECHANISMS,
     MIN_REPLICATES,
 )
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.keys import as_raw_key, replicate_keys
 from jaxsynth.core.validate import (
     check_epsilon,
+    check_fits,
     check_fraction,
     check_positive_int,
 )
 from jaxsynth.mechanisms import adaptive, pmm_kernels
-from jaxsynth.mechanisms.pmm import PMM, PrunedPMM, sparse_capacity
+from jaxsynth.mechanisms.pmm import PMM, PrunedPMM
 from jaxsynth.mechanisms.privtree import PrivTree
 from jaxsynth.mechanisms.privtree_kernel import privtree_split
 
@@ -148,8 +156,17 @@ def _draws(replicates: int) -> int:
     return max(replicates, min(COMPONENT_DRAWS * replicates, MAX_COMPONENT_DRAWS))
 
 
+def _check_memory(replicates: int, columns: int) -> None:
+    """Refuse, before any release, an audit whose releases' features would not fit in the
+    host's memory: per data set (two), ``replicates`` rows of ``columns`` float64 values
+    and a key (``events.audit_features`` reads them as float64)."""
+    check_fits(2.0 * replicates * 8 * (columns + 1), "replicates",
+               f"the features of {replicates} releases per data set ({columns} per release, "
+               "float64, two data sets)", hint="use fewer replicates or a smaller depth")
+
+
 def _chunk(kind: str, replicates: int) -> int:
-    return min(CHUNK[kind], 1 << max(0, (replicates - 1).bit_length()))
+    return min(CHUNK[kind], capacity_bucket(replicates, per_octave=1, minimum=1))
 
 
 def _run(plan, keys, reduce, kind: str) -> dict:
@@ -163,18 +180,9 @@ def _run(plan, keys, reduce, kind: str) -> dict:
     return {k: v[0] for k, v in out.items()}
 
 
-def _with_static(plan, static):
-    """``plan`` with new static options (and capacity hooks fitted to them)."""
-    extra = sparse_capacity(static) if isinstance(static, pmm_kernels.SparseStatic) else {}
-    return dataclasses.replace(plan, static=static, **extra)
-
-
-def _transcript_plan(plan):
-    """A dense plan that also returns its transcript, in pieces sized for small trees."""
-    R = plan.static.max_depth
-    static = dataclasses.replace(plan.static, transcript=True, piece=max(1, 2 ** (R - 1)))
-    return dataclasses.replace(plan, static=static,
-                               info_fields=plan.info_fields + ("transcript",))
+def _transcript_piece(R: int) -> int:
+    """Nodes per piece of a transcript run: the deepest level of a small tree in two."""
+    return max(1, 2 ** (R - 1))
 
 
 def _node_scales(plan, R: int) -> np.ndarray:
@@ -204,7 +212,18 @@ def _transcript_finding(name, claimed, plans, counts, R, out_x, out_y, alpha):
     return _finding(name, claimed, outcome, alpha)
 
 
-def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
+@functools.singledispatch
+def _audit(mech, eps, replicates, key, confidence, depth):
+    """``(plan, neighbours in words, findings)``: the audit registered for ``mech``'s
+    config class (or a base class: ``functools.singledispatch``), one per family."""
+    raise ValueError(f"mech must be a PMM, PrunedPMM, AdaptivePrunedPMM or PrivTree config "
+                     f"(or a name); got {mech!r}")
+
+
+@_audit.register(PMM)
+@_audit.register(PrunedPMM)
+def _audit_pmm_family(mech, eps, replicates, key, confidence, depth):
+    alpha = (1.0 - confidence) / 2  # two findings
     R = PMM_DEPTH if depth is None else depth
     small = dataclasses.replace(mech, depth=R)
     probe = small.plan(DataTree.build(neighbours.replacement(1).X, R), np.array([eps]))
@@ -219,21 +238,21 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
     claimed = float(plans[0].budget["epsilon"][0])
     bb_reduce, names = features.measure_reducer(R, 1, np.stack(neighbours.corners(1)), True)
     dense = plans[0].kernel is pmm_kernels.dense_kernel
-    wb_plans = plans
-    if not dense:  # the transcript comes from the dense engine (same law as the sparse one)
-        wb_plans = [dataclasses.replace(small, engine="dense").plan(t, np.array([eps]))
-                    for t in trees]
-    wb_plans = [_transcript_plan(p) for p in wb_plans]
+    # the transcript comes from the dense engine (the same law as the sparse one's)
+    recorder = small if dense else dataclasses.replace(small, engine="dense")
+    wb_plans = [recorder.plan(t, np.array([eps]), transcript=True,
+                              piece=_transcript_piece(R)) for t in trees]
     counts = _node_counts(trees, R)
+    _check_memory(replicates, len(names) + len(counts[2]))
     tr_reduce = features.transcript_reducer(counts[2])
     outs = []
-    for i, (bb, wb) in enumerate(zip(plans, wb_plans)):
+    for i, (t, wb) in enumerate(zip(trees, wb_plans)):
         keys = _stream(key, i, replicates)
         if dense:
             outs.append(_run(wb, keys, features.combine(bb_reduce, tr_reduce), "dense"))
         else:
-            o = _run(_with_static(bb, dataclasses.replace(bb.static, piece=PIECE["sparse"])),
-                     keys, bb_reduce, "sparse")
+            o = _run(small.plan(t, np.array([eps]), piece=PIECE["sparse"]), keys, bb_reduce,
+                     "sparse")
             o.update(_run(wb, _stream(key, 2 + i, replicates), tr_reduce, "dense"))
             outs.append(o)
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
@@ -243,19 +262,19 @@ def _audit_pmm_family(mech, eps, replicates, key, alpha, depth):
     return plans[0], f"depth {R}; " + pair.description, findings
 
 
-def _audit_privtree(mech, eps, replicates, key, alpha, depth):
+@_audit.register(PrivTree)
+def _audit_privtree(mech, eps, replicates, key, confidence, depth):
+    alpha = (1.0 - confidence) / 2  # two findings
     cap = PRIVTREE_CAP if depth is None else depth
     small = dataclasses.replace(mech, depth_cap=cap)
     pair = neighbours.add_remove(PRIVTREE_COUNT, 0, "x1")
-    plans = [small.plan(DataTree.build(Z, small.data_depth(Z.shape[0], 1, eps)), np.array([eps]))
-             for Z in (pair.X, pair.Y)]
+    plans = [small.plan(DataTree.build(Z, small.data_depth(Z.shape[0], 1, eps)), np.array([eps]),
+                        piece=PIECE["tree"]) for Z in (pair.X, pair.Y)]
     claimed = float(plans[0].budget["epsilon"][0])
-    capacity = max(p.static.capacity for p in plans)
-    static = dataclasses.replace(plans[0].static, capacity=capacity, piece=PIECE["tree"])
     reduce, names = features.measure_reducer(min(cap, 4), 1, np.stack(neighbours.corners(1)),
                                              False)
-    outs = [_run(_with_static(p, dataclasses.replace(static, shifted=p.static.shifted)),
-                 _stream(key, i, replicates), reduce, "tree") for i, p in enumerate(plans)]
+    _check_memory(replicates, len(names))
+    outs = [_run(p, _stream(key, i, replicates), reduce, "tree") for i, p in enumerate(plans)]
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
     params = plans[0].params
     levels = max(cap, PRIVTREE_PATH_LEVELS)
@@ -285,7 +304,11 @@ def _adaptive_k(mech, eps: float, d: int) -> int:
     return k
 
 
-def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
+@_audit.register(adaptive.AdaptivePrunedPMM)
+def _audit_adaptive(mech, eps, replicates, key, confidence, depth):
+    if depth is not None:
+        raise ValueError("depth does not apply to adaptive-pruned-pmm, which selects its own")
+    alpha = (1.0 - confidence) / 3  # three findings
     d = ADAPTIVE_DIM
     k = _adaptive_k(mech, eps, d)
     pair = neighbours.replacement(k, d)
@@ -297,8 +320,9 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
     findings = []
     # black-box: the adaptive kernel itself
     reduce, names = features.measure_reducer(4, d, np.stack(neighbours.corners(d)), True)
-    outs = [_run(_with_static(p, dataclasses.replace(p.static, piece=PIECE["sparse"])),
-                 _stream(key, i, replicates), reduce, "sparse") for i, p in enumerate(plans)]
+    _check_memory(replicates, len(names))
+    outs = [_run(mech.plan(t, np.array([eps]), piece=PIECE["sparse"]),
+                 _stream(key, i, replicates), reduce, "sparse") for i, t in enumerate(trees)]
     black = events.audit_features(outs[0]["features"], outs[1]["features"], alpha, names)
     findings.append(_finding("black-box: released measure", claimed, black, alpha))
     # white-box: the selection, on score neighbours at the sensitivity Δ
@@ -316,7 +340,8 @@ def _audit_adaptive(mech, eps, replicates, key, alpha, depth):
     # white-box: the synthesis transcript with the shallowest candidate's schedule
     a = int(np.argmin(depths))
     R = int(depths[a])
-    dense = [_transcript_plan(mech.synthesis_plan(t, eps, a)) for t in trees]
+    dense = [mech.synthesis_plan(t, eps, a, transcript=True, piece=_transcript_piece(R))
+             for t in trees]
     counts = _node_counts(trees, R)
     tr_reduce = features.transcript_reducer(counts[2])
     outs = [_run(p, _stream(key, 3 + i, replicates), tr_reduce, "dense")
@@ -338,7 +363,7 @@ def _resolve(mech):
 def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
           confidence: float = DEFAULT_CONFIDENCE, key=0, depth: int | None = None
           ) -> AuditResult:
-    """Monte Carlo privacy audit of ``mech`` at budget ``eps`` (``js.audit``).
+    """Monte Carlo privacy audit of ``mech`` at budget ``eps`` (``js.audit_mechanism``).
 
     Args:
       mech: a mechanism config (``PMM``, ``PrunedPMM``, ``AdaptivePrunedPMM``,
@@ -356,10 +381,16 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
     Raises:
       ValueError: naming the argument for bad input.
 
-    Example (a minute or more: it compiles and runs every finding's kernels)::
+    Examples:
+      The fewest replicates, to show the result; a bound worth reading needs the
+      default 10^6 (``jaxsynth audit``):
 
-        result = js.audit_mechanism(js.PMM(), eps=1.0, replicates=20000)
-        print(result.verdict, result.lower_bound)    # "pass" and a bound below 1.0
+      >>> import jaxsynth as js
+      >>> result = js.audit_mechanism(js.PMM(), eps=1.0, replicates=200)
+      >>> result.mechanism, result.adjacency, result.verdict
+      ('pmm', 'replacement', 'pass')
+      >>> [f.audit for f in result.findings]
+      ['black-box: released measure', 'white-box: noisy counts (dense kernel)']
 
     References:
       [CP34] (the confidence bounds); the privacy proofs audited: [ZAYA26] Thm A.3,
@@ -375,19 +406,7 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
     raw = as_raw_key(key)
     if depth is not None:
         depth = check_positive_int(depth, "depth")
-    if isinstance(mech, (PMM, PrunedPMM)):
-        runner, modes = _audit_pmm_family, 2
-    elif isinstance(mech, PrivTree):
-        runner, modes = _audit_privtree, 2
-    elif isinstance(mech, adaptive.AdaptivePrunedPMM):
-        if depth is not None:
-            raise ValueError("depth does not apply to adaptive-pruned-pmm, which selects its own")
-        runner, modes = _audit_adaptive, 3
-    else:
-        raise ValueError(f"mech must be a PMM, PrunedPMM, AdaptivePrunedPMM or PrivTree config "
-                         f"(or a name); got {mech!r}")
-    alpha = (1.0 - confidence) / modes
-    plan, described, findings = runner(mech, eps, replicates, raw, alpha, depth)
+    plan, described, findings = _audit(mech, eps, replicates, raw, confidence, depth)
     return AuditResult(
         mechanism=plan.mechanism, adjacency=plan.adjacency, eps=float(plan.budget["epsilon"][0]),
         confidence=confidence, replicates=replicates, neighbours=described,
@@ -397,7 +416,7 @@ def audit_mechanism(mech, eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
 
 def audit_all(eps=1.0, *, replicates: int = DEFAULT_REPLICATES,
               confidence: float = DEFAULT_CONFIDENCE, key=0, mechanisms=MECHANISMS) -> list:
-    """``audit`` every mechanism of ``mechanisms`` (names or configs) at ``eps``."""
+    """``audit_mechanism`` of every mechanism of ``mechanisms`` (names or configs) at ``eps``."""
     return [audit_mechanism(m, eps, replicates=replicates, confidence=confidence, key=key)
             for m in mechanisms]
 

@@ -13,9 +13,10 @@ import sys
 import time
 
 
-def add_parser(sub, names) -> None:
-    """Add the ``audit`` subparser to the command line's subparsers ``sub``; ``names``
-    parses a comma-separated list (the command line's own list type)."""
+def add_parser(sub) -> None:
+    """Add the ``audit`` subparser to the command line's subparsers ``sub`` (its values
+    parsed by ``jaxsynth.arguments``, as every option of the command line)."""
+    from jaxsynth.arguments import integer, names, real
     from jaxsynth.audit.settings import DEFAULT_CONFIDENCE, DEFAULT_REPLICATES, MECHANISMS
 
     audit = sub.add_parser(
@@ -24,13 +25,14 @@ def add_parser(sub, names) -> None:
     arg = audit.add_argument
     arg("--mechanism", type=names, default=list(MECHANISMS), metavar="NAME[,NAME]",
         help=f"mechanisms to audit (default all: {','.join(MECHANISMS)})")
-    arg("--eps", type=float, default=1.0, metavar="E", help="claimed budget (default 1)")
-    arg("--replicates", type=int, default=DEFAULT_REPLICATES, metavar="N",
+    arg("--eps", type=real("a number"), default=1.0, metavar="E",
+        help="claimed budget (default 1)")
+    arg("--replicates", type=integer(), default=DEFAULT_REPLICATES, metavar="N",
         help=f"releases per data set and run (default {DEFAULT_REPLICATES})")
-    arg("--confidence", type=float, default=DEFAULT_CONFIDENCE, metavar="C",
+    arg("--confidence", type=real("a number"), default=DEFAULT_CONFIDENCE, metavar="C",
         help=f"confidence of each mechanism's verdict (default {DEFAULT_CONFIDENCE})")
-    arg("--seed", type=int, default=0, metavar="S", help="audit key (default 0)")
-    arg("--depth", type=int, metavar="R",
+    arg("--seed", type=integer(), default=0, metavar="S", help="audit key (default 0)")
+    arg("--depth", type=integer(), metavar="R",
         help="tree depth of the PMM family (default 2) or depth cap of PrivTree's black-box "
         "runs (default 3)")
     arg("--details", action="store_true", help="also list the event each audit tested")

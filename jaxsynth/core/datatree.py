@@ -81,13 +81,6 @@ class DataTree(PreparedData):
     depth: int
     words: np.ndarray
     split: np.ndarray
-    _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
-
-    def cached(self, key, compute):
-        """``compute()`` once per ``key`` for this tree (derived arrays: counts, device copies)."""
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
 
     @classmethod
     def build(cls, X, depth: int) -> "DataTree":

@@ -3,7 +3,8 @@
 Its cost follows the visited nodes, the quantity bounded in the runtime analysis of
 [ZAYA26] §A.9.  A frontier is the set of tree nodes of one level that a replicate still
 expands, held in fixed-capacity slots and processed in *pieces* of ``P`` consecutive
-slots: every parent is split into its two children (``expand``), the mechanism decides
+slots: every parent is split into its two children (``expand``; a piece at a time,
+``expand_piece``), the mechanism decides
 each child's fate, and the kept children are appended, order kept, to the next level
 (``compact`` then ``write``); a node that keeps exactly one child can be stepped in place
 (``descend``).  A level with ``A`` nodes costs ``⌈A/P⌉`` pieces, never the capacity.
@@ -23,17 +24,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxsynth.core import keys as K
+from jaxsynth.core.batching import capacity_bucket
 
 REPLICATES = "replicates"
 """Name of the engine's vmap axis over replicates."""
-
-
-def capacity_bucket(size: int, per_octave: int = 8, minimum: int = 8) -> int:
-    """Round a capacity (at least ``minimum``) up onto a grid of ``per_octave`` (a power of
-    two) values per octave: at most ``1/per_octave`` slack, few distinct shapes."""
-    size = max(int(size), minimum)
-    step = 1 << max(0, size.bit_length() - per_octave.bit_length())
-    return -(-size // step) * step
 
 
 def batch_max(x):
@@ -56,7 +50,7 @@ def fixed_sum(x, axis: int = -1):
     replicate's value the same whatever its chunk (``engine`` promise).
     """
     x = jnp.moveaxis(x, axis, -1)
-    size = 1 << max(0, (x.shape[-1] - 1).bit_length())
+    size = capacity_bucket(x.shape[-1], per_octave=1, minimum=1)
     x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])])
     while x.shape[-1] > 1:
         half = x.shape[-1] // 2
@@ -104,20 +98,10 @@ def root(key, n, max_depth: int, extra) -> Nodes:
     )
 
 
-def lower_corners(path, depth, d: int):
-    """Lower corners [N, d] float32 of the level-``depth`` cells with paths [W, N].
-
-    Bit ``b_t`` adds ``2^{-(⌊t/d⌋+1)}`` to coordinate ``t mod d`` (``partition``); float32 is
-    exact while a coordinate has at most 24 bisections.
-    """
-
-    def level(t, lower):
-        word = path[t // K.LEVELS_PER_CHUNK]
-        bit = (word >> (31 - t % K.LEVELS_PER_CHUNK).astype(jnp.uint32)) & jnp.uint32(1)
-        step = jnp.exp2(-(t // d + 1).astype(jnp.float32)) * (jnp.arange(d) == t % d)
-        return lower + bit[:, None].astype(jnp.float32) * step
-
-    return jax.lax.fori_loop(0, depth, level, jnp.zeros((path.shape[-1], d), jnp.float32))
+def path_bit(path, t):
+    """Bit ``b_t`` [N] (uint32, 0 or 1) of nodes with paths [W, N] (``t`` may be traced)."""
+    word = path[t // K.LEVELS_PER_CHUNK]
+    return (word >> (31 - t % K.LEVELS_PER_CHUNK).astype(jnp.uint32)) & jnp.uint32(1)
 
 
 def _new_chunk(level):
@@ -162,6 +146,38 @@ def expand(parents: Nodes, level, boundary):
         path=path, extra=None,
     )
     return children, jnp.concatenate([p - lo, hi - p]), (w0, w1)
+
+
+class Piece(NamedTuple):
+    """One piece of a frontier level, split into children (``expand_piece``).
+
+    Attributes:
+      parents: the piece's nodes [P] as read (``extra`` included).
+      children: their children [2P], bit 0 then bit 1 (``expand``; ``extra`` None).
+      counts: [2P] int32 true counts of the children.
+      words: ``(w0, w1)`` [P] the parents' expansion words.
+      valid: [2P] the children of the level's real nodes, on a live level.
+    """
+
+    parents: Nodes
+    children: Nodes
+    counts: jax.Array
+    words: tuple
+    valid: jax.Array
+
+
+def expand_piece(src, i, size: int, count, live, level, boundary) -> Piece:
+    """Read piece ``i`` (slots ``[i·size, (i+1)·size)``) of a level of ``count`` nodes in
+    the buffer ``src`` and split its nodes (``expand``, at ``level`` with ``boundary``).
+
+    Slots past ``count`` hold stale nodes, and a replicate whose level is not ``live``
+    (past its depth, or stopped) splits nothing real: ``valid`` masks both.
+    """
+    start = i * size
+    parents = read(src, start, size)
+    real = live & (start + jnp.arange(size) < count)
+    children, counts, words = expand(parents, level, boundary)
+    return Piece(parents, children, counts, words, jnp.concatenate([real, real]))
 
 
 def compact(keep, tree):

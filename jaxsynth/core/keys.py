@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.core.batching import capacity_bucket
+
 EXPAND, ROOT, LEAF, CHUNK, SELECT, SHIFT, MAIN = 1, 2, 3, 4, 5, 6, 7
 PLACE = 16
 """First tag of a PrivTree leaf's placement words (``PLACE + t``, ``t < 8``)."""
@@ -139,6 +141,6 @@ def replicate_keys(key, seeds) -> np.ndarray:
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
         seeds = np.arange(seeds)
     seeds = np.asarray(seeds, np.uint32).ravel()
-    padded = np.zeros(1 << max(0, (len(seeds) - 1).bit_length()), np.uint32)
+    padded = np.zeros(capacity_bucket(len(seeds), per_octave=1, minimum=1), np.uint32)
     padded[: len(seeds)] = seeds
     return np.asarray(_fold_in(as_raw_key(key), padded))[: len(seeds)]

@@ -7,8 +7,8 @@ shapes static).  Every atom lies strictly inside its leaf cell, whose level is
 reads it.  Leading axes ``...`` are batch axes (ε values × seeds) when the measure comes
 from the batched entry point.  Arrays stay on the device that released them.
 
-``check_measure`` is the one validation of a measure against data, ``canonical_order``
-the one canonical order of its atoms, and ``LEVEL_FIELDS`` the metric-free level
+``check_measure`` is the one validation of a measure against data, ``positive_atoms``
+its atoms of positive weight first, ``canonical_atoms`` the one canonical form of its atoms, and ``LEVEL_FIELDS`` the metric-free level
 statistics a release kernel can report against the true data (NOT PRIVATE).
 """
 
@@ -59,6 +59,16 @@ class SyntheticMeasure:
         as ``NotPrivateDiagnostics``.
       adjacency: ``"replacement"`` or ``"add_remove"`` (static).
       mechanism: the mechanism's name (static).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> batch = js.release_batch(0, js.PMM(depth=6), X, eps=[1.0, 2.0], seeds=4)
+      >>> batch.batch_shape, batch.points.shape      # [E, S] replicates of M atoms in [0,1]^2
+      ((2, 4), (2, 4, 64, 2))
+      >>> out = batch[1, 3]                          # ε = 2, seed 3: one replicate
+      >>> round(float(out.weights.sum()), 5), out.accounting["epsilon"], out.mechanism
+      (1.0, 2.0, 'pmm')
     """
 
     points: jax.Array
@@ -108,6 +118,15 @@ class NotPrivateDiagnostics:
     Attributes:
       values: dict of arrays with the release's batch axes.
       mechanism: the mechanism's name.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out, diag = js.release(0, js.PMM(depth=6), X, eps=1.0, diagnostics=True)
+      >>> diag.mechanism, "tree_linf" in diag.keys()
+      ('pmm', True)
+      >>> bool(0 <= diag["tree_linf"] <= diag["upper_linf"])   # the tree W1, its upper end
+      True
     """
 
     values: dict
@@ -210,23 +229,61 @@ def _check_mass(totals, name: str) -> None:
         )
 
 
-@jax.jit
-def canonical_order(points, weights):
-    """Every replicate's atoms in the canonical order, and its positive-atom count.
-
-    Positive atoms first, sorted by coordinates (last coordinate most significant) then
-    weight; zero-weight atoms after them.  A replicate's order then depends on its atoms
-    alone, not on the capacity or the batch it was released in.  Exact (a sort, gathers).
+def positive_atoms(weights, *arrays, width: int | None = None):
+    """Every replicate's atoms of positive weight first, in their order (host NumPy).
 
     Args:
-      points: [B, M, d] atoms; weights: [B, M].
+      weights: [B, M] weights; arrays: per-atom arrays [B, M, ...] (points, depths).
+      width: atom slots kept (at least the largest count; default: that count).
 
     Returns:
-      ``(points [B, M, d], weights [B, M], counts [B] int32)``.
+      ``(weights [B, width], *arrays [B, width, ...], counts [B])``: slots past a
+      replicate's ``count`` positive atoms have weight 0 and repeat its first atom.
     """
+    weights = np.asarray(weights)
     keep = weights > 0
-    keys = (weights,) + tuple(points[..., k] for k in reversed(range(points.shape[-1])))
-    order = jnp.lexsort(keys + (~keep,), axis=-1)
-    points = jnp.take_along_axis(points, order[..., None], axis=1)
-    weights = jnp.take_along_axis(weights, order, axis=1)
-    return points, weights, jnp.sum(keep, axis=1, dtype=jnp.int32)
+    counts = keep.sum(axis=1)
+    rows, cols = np.nonzero(keep)
+    slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max(initial=1)) if width is None else width
+    out = [np.zeros((len(weights), width), weights.dtype)]
+    out[0][rows, slot] = weights[rows, cols]
+    first = np.argmax(keep, axis=1)
+    for a in map(np.asarray, arrays):
+        filled = np.repeat(a[np.arange(len(a)), first][:, None], width, axis=1)
+        filled[rows, slot] = a[rows, cols]
+        out.append(filled)
+    return (*out, counts)
+
+
+def canonical_atoms(points, weights):
+    """Positive atoms in the canonical order: the one canonical form of a measure (host).
+
+    A replicate's atoms of positive weight, sorted by their coordinates (the first
+    coordinate most significant) then weight; zero-weight atoms are dropped.  A
+    replicate's form then depends on its atoms alone, not on the capacity, the batch or
+    the device it was released in.  Exact (a sort and copies, in NumPy: on a CPU many
+    times faster than XLA's sort of every slot, zero-weight padding included).
+
+    Args:
+      points: [..., M, d] atoms; weights: [..., M] (host or device arrays).
+
+    Returns:
+      unbatched (``weights`` [M]): ``(points [K, d], weights [K])``, the ``K`` positive
+      atoms.  Batched: ``(points [B, W, d], weights [B, W], counts [B])``, the batch axes
+      flattened, ``W`` the largest count; slots past a replicate's ``count`` repeat its
+      first atom with weight 0.
+    """
+    weights = np.asarray(weights)
+    flat = weights.reshape(-1, weights.shape[-1])
+    points = np.asarray(points).reshape(flat.shape + np.shape(points)[-1:])
+    w, p, counts = positive_atoms(flat, points)
+    pad = np.arange(w.shape[1])[None] >= counts[:, None]
+    order = np.lexsort((w,) + tuple(p[..., k] for k in reversed(range(p.shape[-1])))
+                       + (pad,), axis=-1)
+    p = np.take_along_axis(p, order[..., None], axis=1)
+    w = np.take_along_axis(w, order, axis=1)
+    p = np.where(pad[..., None], p[:, :1], p)  # the padding repeats the canonical first atom
+    if weights.ndim == 1:
+        return p[0, :counts[0]], w[0, :counts[0]]
+    return p, w, counts.astype(np.int32)

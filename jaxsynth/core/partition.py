@@ -9,7 +9,10 @@ digit of coordinate ``t mod d`` (interleaved, Morton order).
 Digits are computed on the host from float64 data, exactly: ``x * 2**t`` is an exact
 power-of-two scaling, so no depth limit comes from a machine word.  ``morton_words_of_sum``
 computes exact digits of shifted points ``(x + u)/2`` on the host (NumPy) or on a device
-(JAX float32) alike.  Everything else is NumPy; the engines receive its results as arrays.
+(JAX float32) alike, and so do ``coordinate_resolution`` and ``cell_side`` (``xp``).  The
+kernels' cell corners are ``lower_corners`` from ``bisection`` (JAX, loaded on first use:
+the host geometry imports none).  Everything else is NumPy; the engines receive its results
+as arrays.
 
 Node orders.  *Morton order* lists the level-``j`` cells by their path bits read as a
 binary number ``b_0 b_1 … b_{j-1}``.  The complete-tree engine stores a level in *planar
@@ -30,10 +33,14 @@ GROUND_METRICS = ("linf", "l2")
 ``metric`` column of a result table (how W1 is measured is the *method*)."""
 
 
-def coordinate_resolution(level: int, d: int) -> np.ndarray:
-    """Number of bisections ``k_c(j) = j//d + [c < j mod d]`` of each coordinate, shape [d]."""
-    c = np.arange(d)
-    return level // d + (c < level % d).astype(np.int64)
+def coordinate_resolution(level, d: int, xp=np):
+    """Number of bisections ``k_c(j) = j//d + [c < j mod d]`` of each coordinate, [..., d].
+
+    ``level`` is an int or an integer array (e.g. [N, 1]); with ``xp = jax.numpy`` it may
+    be traced and the result is int32 (int64 on the host).
+    """
+    below = xp.arange(d) < level % d
+    return level // d + below.astype(np.int64 if xp is np else xp.int32)
 
 
 def diameter(level, d: int, metric: str = "linf"):
@@ -128,9 +135,43 @@ def cell_lower_corner(cells: np.ndarray, level: int) -> np.ndarray:
     return np.ldexp(cells.astype(np.float64), -coordinate_resolution(level, d))
 
 
-def cell_side(level: int, d: int) -> np.ndarray:
-    """Side lengths ``2^{-k_c(level)}`` of a level cell, shape [d]."""
-    return np.ldexp(1.0, -coordinate_resolution(level, d))
+def cell_side(level, d: int, xp=np):
+    """Side lengths ``2^{-k_c(level)}`` [..., d] of level-``level`` cells.
+
+    On the host float64, exact.  With ``xp = jax.numpy`` (``level`` may be traced) float32
+    from XLA's ``exp2``, the values every kernel releases: on a CPU they fall a few ulps
+    short of the power of two from ``2^-13`` on.
+    """
+    k = coordinate_resolution(level, d, xp)
+    if xp is np:
+        return np.ldexp(1.0, -k)
+    return xp.exp2(-k.astype(xp.float32))
+
+
+def bisection(t, d: int):
+    """The split below level ``t``, on a device: the coordinate ``t mod d`` it halves, and
+    the halves' side ``2^{-(⌊t/d⌋+1)}`` along it (float32, from ``exp2`` as ``cell_side``),
+    by which the upper child's lower corner moves; ``t`` may be traced."""
+    import jax.numpy as jnp
+
+    return t % d, jnp.exp2(-(t // d + 1).astype(jnp.float32))
+
+
+def lower_corners(bit, depth, d: int, count: int):
+    """Lower corners [count, d] float32 of level-``depth`` cells, on a device.
+
+    ``bit(t)`` gives the bits ``b_t`` [count] (0 or 1) of the cells' paths for ``t < depth``
+    (from path words, planar indices, ...); ``depth`` may be traced.  The corner is the
+    sum, in level order, of the ``bisection`` sides of the levels whose bit is 1.
+    """
+    import jax  # the device geometry: JAX loads on first use
+    import jax.numpy as jnp
+
+    def level(t, lower):
+        axis, side = bisection(t, d)
+        return lower + bit(t)[:, None].astype(jnp.float32) * (side * (jnp.arange(d) == axis))
+
+    return jax.lax.fori_loop(0, depth, level, jnp.zeros((count, d), jnp.float32))
 
 
 PIECE_BITS = 24

@@ -44,12 +44,16 @@ WIDE_FROM = 16
 """Data with more coordinates than points, and more than this many, look transposed."""
 
 
-def check_data(X, name: str = "X", *, wide: bool = False) -> np.ndarray:
+def check_data(X, name: str = "X") -> np.ndarray:
     """Return ``X`` as a float64 array [n, d] inside [0,1]^d, or raise ``ValueError``.
 
     Refused besides: ``d > MAX_DIMENSION``, and data that look transposed (``d > n`` and
-    ``d > WIDE_FROM``: three rows of 2000 values are more likely 2000 points in d = 3)
-    unless ``wide``.
+    ``d > WIDE_FROM``: three rows of 2000 values are more likely 2000 points in d = 3).
+    No entry point takes such data as they stand: beyond ``WIDE_FROM`` coordinates,
+    jaxsynth needs at least as many points as coordinates.  A choice, not a limit of the
+    theory: such arrays are far more often files written transposed, and with the PMM
+    family's default depth ⌈log2(εn)⌉ (one coordinate bisected per level) most of their
+    coordinates would never be split at ε ≤ 1.
     """
     arr = check_real_array(X, name)
     if arr.ndim != 2:
@@ -62,10 +66,10 @@ def check_data(X, name: str = "X", *, wide: bool = False) -> np.ndarray:
     if d > MAX_DIMENSION:
         raise ValueError(f"{name} has d = {d} coordinates; at most {MAX_DIMENSION} are "
                          "supported (kernels are compiled for each d); reduce the dimension")
-    if d > n and d > WIDE_FROM and not wide:
+    if d > n and d > WIDE_FROM:
         raise ValueError(f"{name} has more coordinates than points (n = {n}, d = {d}): data "
                          f"passed transposed? Pass its transpose (n = {d} points in d = {n}); "
-                         "wide=True accepts it as it is")
+                         f"beyond d = {WIDE_FROM}, at least d points are needed")
     if not np.all(np.isfinite(arr)):
         bad = int(np.sum(~np.isfinite(arr).all(axis=1)))
         raise ValueError(f"{name} contains NaN or inf in {bad} row(s)")
@@ -248,33 +252,26 @@ def check_fits(nbytes: float, name: str, what: str, limit: int | None = None,
                  "memory")
     if nbytes > limit:
         where = f" ({where})" if where else ""
-        raise ValueError(f"{name}: {what} would take {_size(nbytes)}, more than the "
-                         f"{_size(limit)} allowed{where}; {hint}")
+        need, allowed = sizes(nbytes, limit)
+        raise ValueError(f"{name}: {what} would take {need}, more than the "
+                         f"{allowed} allowed{where}; {hint}")
 
 
-def _size(nbytes: float) -> str:
+def _size(nbytes: float, digits: int = 1) -> str:
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
+            return f"{nbytes / scale:.{digits}f} {unit}"
     return f"{int(nbytes)} bytes"
 
 
-def check_mechanism(mech, name: str = "mech"):
-    """Return ``mech`` if it is a mechanism config (a ``protocol.Mechanism``).
-
-    Raises:
-      ValueError: naming ``name`` for a class or anything that is not a config.
-    """
-    from jaxsynth.mechanisms.protocol import Mechanism  # mechanisms build on core
-
-    if isinstance(mech, type):
-        raise ValueError(f"{name} must be a mechanism config such as jaxsynth.PMM(), an "
-                         f"instance; got the class {mech.__name__}")
-    if not isinstance(mech, Mechanism):
-        raise ValueError(
-            f"{name} must be a mechanism config such as jaxsynth.PMM(); got {mech!r}"
-        )
-    return mech
+def sizes(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` bytes in words (a number and TiB, GiB, MiB or bytes), with as many
+    decimals as tell two different sizes apart (exact bytes at worst)."""
+    for digits in range(1, 10):
+        words = _size(a, digits), _size(b, digits)
+        if words[0] != words[1] or a == b:
+            return words
+    return f"{int(a)} bytes", f"{int(b)} bytes"
 
 
 def check_measurable(mech, n: int, d: int, eps) -> int:
@@ -291,7 +288,8 @@ def check_measurable(mech, n: int, d: int, eps) -> int:
         raise ValueError(
             f"mech: {mech!r} needs depth {need} in d = {d} ({need // d + 1} digits per "
             f"coordinate) but W1 is measured on trees of at most {MAX_BITS_PER_COORDINATE} "
-            f"digits per coordinate (depth <= {MAX_BITS_PER_COORDINATE * d - 1}); lower the depth"
+            f"digits per coordinate (depth <= {MAX_BITS_PER_COORDINATE * d - 1}); lower the depth "
+            "(a default depth grows with log2(eps n): lower eps)"
         )
     return need
 

@@ -1,34 +1,32 @@
 """One sweep over many processes: joining a ``jax.distributed`` cluster, splitting the
 work and carrying finished rows to the one process that writes the result store.
 
-A sweep's replicates depend only on ``(key, seed)`` (``jaxsynth.core.keys``), so the
-processes of a cluster never exchange arrays: they exchange small text messages through
-the key-value store of JAX's coordination service (which runs inside process 0).
+A sweep's replicates depend only on ``(key, seed)``, so the processes of a cluster never
+exchange arrays: they exchange small text messages through the key-value store of JAX's
+coordination service (which runs inside process 0).  The protocol of one ``simulate``
+call (``Team``, driven by ``sinks.ClusterSink``), every message under one prefix per call
+and numbered by kind, so every process's n-th message of a kind has the same name:
 
-The protocol of one ``simulate`` call (``Team``), every message under one prefix per call:
+1. process 0 publishes its sweep's settings; every other process compares its own and
+   stops on a difference, naming it;
+2. each round, process 0 publishes the work left (``broadcast``); each process takes its
+   share (``share``), loads and plans it, and waits until every process is ready, so bad
+   input anywhere is refused before any row is written;
+3. each process releases its share; the others send their finished rows (CSV text,
+   exact floats) to process 0, which appends them to the store as they arrive;
+4. each process says how many messages it has sent; process 0 ends the round when it has
+   them all, and (to a precision) broadcasts the next round's seed counts.
 
-1. process 0 publishes its sweep's settings, output file and number of processes; every
-   other process compares its own and stops on a difference, naming it;
-2. process 0 opens the result store, reads what it holds and publishes the work left;
-3. each process takes its share (``share``: every mechanism × data set's seeds split
-   into ``process_count`` contiguous parts), loads and plans it, and waits until every
-   process is ready, so that bad input anywhere is refused before any row is written;
-4. each process releases its share on its local devices; the others send their finished
-   rows (CSV text, exact floats) to process 0, which appends them to the store as they
-   arrive, with the store's guarantees (atomic appends, one row per replicate);
-5. each process says how many messages it sent; process 0 ends when it has them all.
-
-A process that fails (bad input, an exception, Ctrl-C) publishes the reason; every
-other process raises it at its next wait, or between two chunks.  A process that dies
-without a word (``kill -9``) stops sending heartbeats, and JAX's coordination service
-ends every process of the cluster after its heartbeat timeout; the store is left as
-the last completed append left it, and rerunning the same command resumes the sweep.
+A process that fails publishes the reason; every other process raises it at its next
+wait.  A process that dies without a word (``kill -9``) stops sending heartbeats, and
+JAX ends every process of the cluster after its heartbeat timeout; the store is left as
+its last completed append left it, and rerunning the same command resumes the sweep.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import importlib
 import itertools
 import json
 import os
@@ -39,6 +37,8 @@ import time
 
 import jax
 import pandas as pd
+
+from jaxsynth import _compat
 
 __all__ = ["DEFAULT_TIMEOUT_S", "PeerFailure", "Team", "join", "share"]
 
@@ -51,27 +51,8 @@ HEARTBEAT_TIMEOUT_S = 100
 POLL_MS = 500
 """How long one wait for a message blocks before checking for a peer's failure."""
 _calls = itertools.count()  # one message prefix per distributed ``simulate`` call
-JAX_INTERNALS = {
-    "backends_are_initialized": ("jax._src.xla_bridge", "backends_are_initialized"),
-    "distributed_state": ("jax._src.distributed", "global_state"),
-}
-"""The two things this module needs that JAX has no public name for: whether this
-process has set up its devices, and the coordination service's key-value client.  Read
-only through ``_jax_internal``; a test checks both against the installed JAX."""
 _started_with: int | None = None
 """The number of processes ``join`` was given (JAX may report process 0's instead)."""
-
-
-def _jax_internal(name: str):
-    """The JAX internal ``JAX_INTERNALS[name]``; a ``RuntimeError`` naming it and the JAX
-    version when this JAX has moved it (a cluster cannot run; one process still can)."""
-    module, attribute = JAX_INTERNALS[name]
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError):
-        raise RuntimeError(f"jaxsynth's clusters need {module}.{attribute}, which JAX "
-                           f"{jax.__version__} does not have; run on one process, or install "
-                           "the JAX version jaxsynth's tests pass with") from None
 
 
 def _address(coordinator) -> tuple[str, int]:
@@ -129,6 +110,22 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
     The cluster must form within ``timeout`` seconds: a coordinator that does not answer
     is a ``ValueError``; processes that never all join end this process with a one-line
     error (JAX's own wait cannot be interrupted), never a hang.
+
+    Examples:
+      Process ``I`` of two on one machine, first thing, then the same ``js.simulate``
+      call in both (``jaxsynth launch`` does this for the command line):
+
+          js.join_cluster("127.0.0.1:4321", num_processes=2, process_id=I)
+
+      After any JAX computation it is too late, and refused:
+
+      >>> import jaxsynth as js
+      >>> import jax
+      >>> _ = jax.devices()                          # JAX is now set up in this process
+      >>> js.join_cluster("127.0.0.1:4321", num_processes=2, process_id=0)
+      Traceback (most recent call last):
+      ...
+      ValueError: join the cluster before any JAX computation ...
     """
     if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
             or not 0 < timeout <= MAX_TIMEOUT_S):
@@ -152,7 +149,7 @@ def join(coordinator=None, num_processes=None, process_id=None, *, auto: bool = 
             raise ValueError(f"process_id must be in 0..{num_processes - 1}; got {process_id}")
     if jax.distributed.is_initialized():
         raise ValueError("this process has already joined a jax.distributed cluster")
-    if _jax_internal("backends_are_initialized")():
+    if _compat.backends_are_initialized():
         raise ValueError("join the cluster before any JAX computation (JAX's devices are "
                          "already set up in this process)")
     if not auto:
@@ -216,14 +213,14 @@ class Team:
         self.prefix = f"jaxsynth/simulate/{next(_calls)}/"
         self.sent = 0
         self._received = [0] * count  # row messages from each process
+        self._steps = collections.Counter()  # messages of each kind so far (``_step``)
 
     @classmethod
     def current(cls) -> "Team | None":
         """The cluster this process belongs to, or ``None`` when it runs alone."""
         if not jax.distributed.is_initialized() or jax.process_count() == 1:
             return None
-        state = _jax_internal("distributed_state")
-        return cls(state.client, jax.process_index(), jax.process_count())
+        return cls(_compat.distributed_client(), jax.process_index(), jax.process_count())
 
     @property
     def writes(self) -> bool:
@@ -284,18 +281,26 @@ class Team:
             raise ValueError(f"this process's sweep differs from process 0's, in {diff}; "
                              "every process must run the same sweep")
 
-    def work(self, work: list | None) -> list:
-        """Process 0's list of work left (JSON-able), as every process receives it."""
+    def _step(self, kind: str) -> str:
+        """The name of this process's next message of ``kind``: every process takes the
+        same steps in the same order, so the names match."""
+        self._steps[kind] += 1
+        return f"{kind}/{self._steps[kind]}"
+
+    def broadcast(self, value):
+        """Process 0's ``value`` (JSON-able), as every process receives it."""
+        name = self._step("value")
         if self.writes:
-            self._set("work", json.dumps(work).encode())
-            return work
-        return json.loads(self._wait("work"))
+            self._set(name, json.dumps(value).encode())
+            return value
+        return json.loads(self._wait(name))
 
     def ready(self) -> None:
         """Wait until every process has loaded and planned its share."""
-        self._set(f"ready/{self.index}", b"")
+        name = self._step("ready")
+        self._set(f"{name}/{self.index}", b"")
         for p in range(self.count):
-            self._wait(f"ready/{p}")
+            self._wait(f"{name}/{p}")
 
     def send(self, rows: pd.DataFrame) -> None:
         """Send finished rows to process 0 (exact: floats written as shortest repr)."""
@@ -317,17 +322,19 @@ class Team:
         return frames
 
     def done(self) -> None:
-        """Say how many row messages this process sent (every process but 0)."""
-        self._set(f"done/{self.index}", str(self.sent).encode())
+        """Say how many row messages this process has sent so far (every process but 0,
+        at the end of each round)."""
+        self._set(f"{self._step('done')}/{self.index}", str(self.sent).encode())
 
     def remaining(self):
-        """Yield the rows still to come until every process's messages have arrived
-        (process 0)."""
+        """Yield the rows still to come until every process's messages of this round
+        have arrived (process 0)."""
+        name = self._step("done")
         expected: dict[int, int] = {}
         while True:
             yield from self.receive()
             for p in range(1, self.count):
-                if p not in expected and (count := self._try(f"done/{p}")) is not None:
+                if p not in expected and (count := self._try(f"{name}/{p}")) is not None:
                     expected[p] = int(count)
             if len(expected) == self.count - 1 and all(
                     self._received[p] >= expected[p] for p in expected):

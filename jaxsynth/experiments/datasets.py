@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from jaxsynth.core.validate import (
+    WIDE_FROM,
     check_data,
     check_fits,
     check_positive_int,
@@ -46,6 +47,7 @@ __all__ = [
     "load",
     "names",
     "rescale_to_unit_cube",
+    "subsample",
 ]
 
 DEFAULT_N = 10_000
@@ -519,7 +521,8 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
 
     Args:
       name_or_path: a built-in name (``names()``; hyphen or underscore spellings), or a
-        path ending in ``.npy``, ``.npz`` (its first array, or ``array=`` to name one) or
+        path ending in ``.npy``, ``.npz`` (its only array, or the one ``array=`` names: an
+        archive of several arrays needs it) or
         ``.csv`` (numbers separated by commas or whitespace, ``#`` lines are comments; a
         first line of column names, or pandas' default header ``0,1,…,d−1`` above floats,
         is a header: see ``_read_csv``).
@@ -538,9 +541,12 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
       [n, d] float64 array inside [0,1]^d.
 
     Raises:
-      ValueError: unknown name or option, bad ``n``/``d``/``k``/``key``, or a file that is
-        missing, unreadable, empty, not of rank 2, or has NaN/inf or points outside the
-        cube (the message names the file).
+      ValueError: unknown name or option, bad ``n``/``d``/``k``/``key``, a data set
+        with fewer points than coordinates beyond ``d = 16`` (``validate.check_data``),
+        arrays larger than the memory allows (a file's from the shape its header
+        declares, before it is read), or a file that is missing, unreadable, empty, not
+        of rank 2, an ``.npz`` of several arrays without ``array=``, or with NaN/inf or
+        points outside the cube (the message names the file).
 
     Examples:
       >>> import jaxsynth as js
@@ -561,6 +567,10 @@ def load(name_or_path, n=None, d=None, k=None, key=0, **options) -> np.ndarray:
         raise ValueError(f"name_or_path must be a data set name or a path; got {name_or_path!r}")
     spec, d, k = _resolve(name_or_path, d, k, options)
     n = DEFAULT_N if n is None else check_positive_int(n, "n")
+    if d > n and d > WIDE_FROM:  # check_data's rule, said in this call's words
+        raise ValueError(f"n: the data set {name_or_path!r} would have fewer points than "
+                         f"coordinates (n = {n}, d = {d}); beyond d = {WIDE_FROM}, at least d "
+                         f"points are needed: ask for n >= {d}")
     # refused before anything is allocated: the points alone, n·d float64 (generating and
     # checking them holds a few copies), must fit in validate.memory_limit()
     check_fits(8.0 * n * d, "n, d", f"the data set {name_or_path!r} [n = {n}, d = {d}] "
@@ -584,11 +594,15 @@ def _load_file(path: Path, n, d, k, options) -> np.ndarray:
         raise ValueError(f"data file {path} not found")
     try:
         if suffix == ".npy":
+            with open(path, "rb") as f:
+                _check_declared_size(path, _declared_shape(f))
             arr = np.load(path, allow_pickle=False)
         elif suffix == ".npz":
             arr = _read_npz(path, options.get("array"))
         else:
             arr = _read_csv(path)
+    except _Refused as exc:
+        raise ValueError(str(exc)) from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"could not read data file {path}: {exc}") from None
     X = check_data(arr, name=f"data file {path}")
@@ -600,14 +614,48 @@ def _load_file(path: Path, n, d, k, options) -> np.ndarray:
     return X
 
 
+class _Refused(ValueError):
+    """A refusal raised while a file is read that is not a reading error (the file is
+    readable, what it holds is refused): ``_load_file`` passes it on as it is."""
+
+
+def _declared_shape(f) -> tuple:
+    """The shape an ``.npy`` stream's header declares, read without the data
+    (``numpy.lib.format``)."""
+    version = np.lib.format.read_magic(f)
+    read = (np.lib.format.read_array_header_1_0 if version[0] == 1 else
+            np.lib.format.read_array_header_2_0)
+    shape, _, _ = read(f)
+    return shape
+
+
+def _check_declared_size(path: Path, shape: tuple) -> None:
+    """Refuse, before it is read, an array whose declared shape would not fit in memory
+    (as float64, the data's type here: ``validate.check_fits``)."""
+    count = float(np.prod(np.asarray(shape, np.float64)))
+    try:
+        check_fits(8.0 * count, f"data file {path}", f"its array of shape {tuple(shape)} "
+                   "(declared in its header), as float64,", hint="use a subsample of it")
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
+
+
 def _read_npz(path: Path, array):
+    """The array of an ``.npz`` archive: its only one, or the one named ``array``."""
     with np.load(path, allow_pickle=False) as z:
         if not z.files:
             raise ValueError("the archive holds no arrays")
+        if array is None and len(z.files) > 1:
+            raise _Refused(
+                f"data file {path} holds {len(z.files)} arrays ({', '.join(z.files)}); "
+                f"name the one to use: array={z.files[0]!r} (on the command line, --data-array "
+                f"{z.files[0]})")
         if array is None:
-            return z[z.files[0]]
+            array = z.files[0]
         if array not in z.files:
             raise ValueError(f"array {array!r} not in the archive; it holds {z.files}")
+        with z.zip.open(f"{array}.npy") as member:
+            _check_declared_size(path, _declared_shape(member))
         return z[array]
 
 
@@ -681,6 +729,39 @@ def _is_header(lines, delimiter) -> bool:
                          "data point: the other rows hold integers too; drop it or name the "
                          "columns")
     return True
+
+
+# -------------------------------------------------------------------------- subsamples
+
+
+def subsample(X, n: int, key=0) -> np.ndarray:
+    """``n`` of the points of ``X``, drawn without replacement, in their order in ``X``.
+
+    The draw keeps the first ``n`` of one random permutation (seeded by ``key`` as the
+    generators are), so subsamples of one key are nested: the points of a smaller ``n``
+    are among those of a larger one, and a rate fitted over sizes compares like with like.
+
+    Args:
+      X: [N, d] points in [0,1]^d.
+      n: the subsample's size, ``1 <= n <= N``.
+      key: non-negative int or JAX PRNG key.
+
+    Returns:
+      [n, d] float64 array.
+
+    Example:
+      >>> import numpy as np, jaxsynth as js
+      >>> X = np.linspace(0, 1, 10)[:, None]
+      >>> small, large = js.datasets.subsample(X, 3, key=1), js.datasets.subsample(X, 6, key=1)
+      >>> bool(np.isin(small, large).all()), large.shape
+      (True, (6, 1))
+    """
+    X = check_data(X, "X")
+    n = check_positive_int(n, "n")
+    if n > X.shape[0]:
+        raise ValueError(f"n = {n} exceeds the {X.shape[0]} points of X")
+    order = _rng(key).permutation(X.shape[0])[:n]
+    return X[np.sort(order)]
 
 
 # --------------------------------------------------------------------------- rescaling

@@ -21,7 +21,7 @@ from jaxsynth.core.validate import check_data, check_positive_int, is_pair
 from jaxsynth.experiments import datasets
 from jaxsynth.mechanisms.registry import mechanism
 
-__all__ = ["data_sets", "devices", "fingerprint", "key_label", "load", "mechanisms"]
+__all__ = ["DataSet", "data_sets", "devices", "fingerprint", "key_label", "mechanisms"]
 
 
 # --------------------------------------------------------------------------- mechanisms
@@ -29,14 +29,8 @@ __all__ = ["data_sets", "devices", "fingerprint", "key_label", "load", "mechanis
 
 def mechanisms(mechanisms) -> list[tuple[str, object]]:
     """(label, config) pairs from a config, a name, a list of them or a ``{label: ...}`` dict."""
-    if isinstance(mechanisms, dict):
-        items = list(mechanisms.items())
-    elif isinstance(mechanisms, (list, tuple)):
-        items = [(None, m) for m in mechanisms]
-    else:
-        items = [(None, mechanisms)]
-    if not items:
-        raise ValueError("mechanisms is empty")
+    items = _items(list(mechanisms) if isinstance(mechanisms, tuple) else mechanisms,
+                   "mechanisms")
     out = []
     for label, m in items:
         if isinstance(m, str):
@@ -56,24 +50,42 @@ def mechanisms(mechanisms) -> list[tuple[str, object]]:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class _DataSet:
-    """One (data set, n) of the sweep: a generator name (loaded lazily), or given points."""
+class DataSet:
+    """One (data set, n) of the sweep: a generator name, or given points (an array, a
+    file's, a ``DataTree``'s) of which the sweep uses ``n``: all of them, or a nested
+    subsample (``datasets.subsample`` with the data key) when ``n`` is smaller."""
 
     label: str
-    spec: object  # a generator name, an array [n, d] or a DataTree
+    source: object  # a generator name, an array [N, d] or a DataTree
     options: dict
     n: int
     data_key: int
+    held: dict = dataclasses.field(default_factory=dict, repr=False)  # the points, once made
 
-    def load(self):
-        """(points [n, d] float64, DataTree or None, intrinsic dimension)."""
-        if isinstance(self.spec, DataTree):
-            return self.spec.points, self.spec, self.spec.d
-        if not isinstance(self.spec, str):
-            return self.spec, None, self.spec.shape[1]
-        X = datasets.load(self.spec, n=self.n, key=self.data_key, **self.options)
-        opts = dict(self.options, d=X.shape[1])
-        return X, None, datasets.intrinsic_dimension(self.spec, **opts)
+    @property
+    def generated(self) -> bool:
+        return isinstance(self.source, str)
+
+    def points(self) -> np.ndarray:
+        """The points as the sweep uses them, [n, d] float64 (those ``held``, if any)."""
+        if "points" in self.held:
+            return self.held["points"]
+        if self.generated:
+            return datasets.load(self.source, n=self.n, key=self.data_key, **self.options)
+        X = self.source.points if isinstance(self.source, DataTree) else self.source
+        return X if X.shape[0] == self.n else datasets.subsample(X, self.n, self.data_key)
+
+    def load(self, mechs, eps):
+        """(points, DataTree deep enough for every mechanism at every ε, intrinsic dimension)."""
+        X = self.points()
+        whole = isinstance(self.source, DataTree) and self.source.n == self.n
+        tree = self.source if whole else None
+        intrinsic = datasets.intrinsic_dimension(self.source, **dict(
+            self.options, d=X.shape[1])) if self.generated else X.shape[1]
+        need = max(check_measurable(m, X.shape[0], X.shape[1], eps) for m in mechs)
+        if tree is None or tree.depth < need:
+            tree = DataTree.build(X, need)
+        return X, tree, int(intrinsic)
 
 
 def _is_file(spec) -> bool:
@@ -86,25 +98,43 @@ def _label(name, options: dict) -> str:
     return f"{name}(" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + ")"
 
 
-def data_sets(data, n, data_key) -> list[_DataSet]:
+def _items(value, name: str) -> list:
+    """(label or None, item) pairs of a single item, a list or a ``{label: item}`` dict."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = [(None, item) for item in value]
+    else:
+        items = [(None, value)]
+    if not items:
+        raise ValueError(f"{name} is empty")
+    for label, _ in items:
+        if label is not None and not str(label).strip():
+            raise ValueError(f"{name}: a label is empty; every label must name its entry")
+    return items
+
+
+def _sizes(n) -> list[int] | None:
+    if n is None:
+        return None
+    sizes = [check_positive_int(v, "n") for v in np.atleast_1d(n).tolist()]
+    if len(set(sizes)) != len(sizes):
+        raise ValueError(f"n has duplicate values: {sizes}")
+    return sizes
+
+
+def data_sets(data, n, data_key) -> list[DataSet]:
     """Expand ``data`` × ``n`` into the sweep's data sets, in order.
 
-    Generated data sets get one entry per size in ``n``; files are read here and, like
-    arrays, keep their own size (``n``, if given, must match it).
+    Generated data sets get one entry per size in ``n`` (default ``datasets.DEFAULT_N``).
+    Given points (arrays, files, which are read here, and data trees) keep their own
+    size without ``n``; with ``n``, each size is a nested subsample of them under their
+    one label (``datasets.subsample``: the smaller sizes' points are among the larger's),
+    drawn with ``data_key``.
     """
-    if isinstance(data, dict):
-        items = list(data.items())
-    elif isinstance(data, list):
-        items = [(None, item) for item in data]
-    else:
-        items = [(None, data)]
-    if not items:
-        raise ValueError("data is empty")
-    sizes = None if n is None else [check_positive_int(v, "n") for v in np.atleast_1d(n).tolist()]
-    if sizes is not None and len(set(sizes)) != len(sizes):
-        raise ValueError(f"n has duplicate values: {sizes}")
+    sizes = _sizes(n)
     out = []
-    for label, item in items:
+    for label, item in _items(data, "data"):
         options = {}
         if is_pair(item):
             item, options = item
@@ -113,7 +143,7 @@ def data_sets(data, n, data_key) -> list[_DataSet]:
                 raise ValueError(f"data options {bad} are set by simulate's n and data_key")
         if isinstance(item, (str, os.PathLike)) and not _is_file(item):
             name = _label(item, options) if label is None else str(label)
-            out += [_DataSet(name, str(item), options, size, int(data_key))
+            out += [DataSet(name, str(item), options, size, int(data_key))
                     for size in (sizes or [datasets.DEFAULT_N])]
             continue
         if isinstance(item, (str, os.PathLike)):
@@ -123,18 +153,20 @@ def data_sets(data, n, data_key) -> list[_DataSet]:
         else:
             default = "array"
             item = item if isinstance(item, DataTree) else check_data(item, "data")
-        size = item.n if isinstance(item, DataTree) else item.shape[0]
-        if sizes is not None and sizes != [size]:
-            raise ValueError(f"n={sizes} does not match the data set {default} of {size} points")
+        whole = item.n if isinstance(item, DataTree) else item.shape[0]
+        too_large = [size for size in sizes or () if size > whole]
+        if too_large:
+            raise ValueError(f"n={too_large} exceeds the {whole} points of the data set "
+                             f"{default}: each n is a subsample of them")
         name = default if label is None else str(label)
-        out.append(_DataSet(name, item, {}, size, int(data_key)))
+        out += [DataSet(name, item, {}, size, int(data_key)) for size in (sizes or [whole])]
     keys = [(ds.label, ds.n) for ds in out]
     if len(set(keys)) != len(keys):
         raise ValueError(f"data: duplicate data sets {keys}; pass a dict {{label: data}}")
     return out
 
 
-# ----------------------------------------------------------------- devices, key, loading
+# ------------------------------------------------------------------- devices, key
 
 
 def devices(devices) -> list:
@@ -166,20 +198,8 @@ def key_label(key) -> str:
     return ":".join(str(int(w)) for w in np.asarray(as_raw_key(key)).ravel())
 
 
-def fingerprint(ds) -> str | None:
-    """SHA-256 of given points (arrays, files, trees), so a store never mixes two data sets
-    of one label; ``None`` for generated data (fixed by name, options, n and data key)."""
-    if isinstance(ds.spec, str):
-        return None
-    X = ds.spec.points if isinstance(ds.spec, DataTree) else ds.spec
+def fingerprint(X) -> str:
+    """SHA-256 of the points as used [n, d] (float64), so that a store never mixes rows
+    measured on two data sets under one label."""
     X = np.ascontiguousarray(X, np.float64)
     return "sha256:" + hashlib.sha256(repr(X.shape).encode() + X.tobytes()).hexdigest()
-
-
-def load(ds, mechs, eps):
-    """(points, DataTree deep enough for every mechanism at every ε, intrinsic dimension)."""
-    X, tree, intrinsic = ds.load()
-    need = max(check_measurable(m, X.shape[0], X.shape[1], eps) for m in mechs)
-    if tree is None or tree.depth < need:
-        tree = DataTree.build(X, need)
-    return X, tree, int(intrinsic)

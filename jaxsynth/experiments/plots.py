@@ -3,7 +3,9 @@
 Figures are built with ``matplotlib.figure.Figure`` (Agg rendering), never through
 ``pyplot``: nothing opens a window and importing this module changes no global
 matplotlib state.  Each function returns the ``Figure`` (notebooks display it) and
-writes it to ``path`` when given (checked before any work).  Every figure names the
+writes it to ``path`` when given (checked before any work).  matplotlib is the optional
+dependency ``jaxsynth[plots]``, imported when a figure is made: without it, an
+``ImportError`` names the extra (``quantity``, in words, needs none).  Every figure names the
 quantity it shows (``quantity``) in the words of the W1 method that writes the column
 (``W1Method.columns``, with the ground metric's symbol ℓ∞ or ℓ2), and pairs a certified
 upper end with its lower end as the methods' columns do (``registry.certified_pairs``):
@@ -12,31 +14,66 @@ a new method's columns need no change here.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_output_path, check_str, refuse_renamed
 from jaxsynth.experiments.rates import RENAMED, estimate_rate, theory
 from jaxsynth.experiments.summary import mean_interval
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["check_figure_path", "depth_plot", "metric_name", "quantity", "rate_plot"]
+
+INSTALL = 'pip install "jaxsynth[plots]"'
+"""What installs matplotlib, the optional dependency of figures."""
+
+
+def _matplotlib(module: str):
+    """matplotlib's ``module``, imported on first use; an ``ImportError`` naming the extra
+    that installs it when matplotlib is missing."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is None or not exc.name.startswith("matplotlib"):
+            raise  # matplotlib is there, and something it needs is not
+        raise ImportError(f"figures need matplotlib, an optional dependency of jaxsynth: "
+                          f"{INSTALL}", name="matplotlib") from exc
+
 
 _SYMBOLS = dict(zip(GROUND_METRICS, ("ℓ∞", "ℓ2")))
 """The ground metrics in symbols."""
 
 
 def metric_name(df: pd.DataFrame | None = None) -> str:
-    """The ground metric(s) of ``df``'s ``metric`` column in symbols (default ``ℓ∞``)."""
+    """The ground metric(s) of ``df``'s ``metric`` column in symbols (default ``ℓ∞``).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> js.plots.metric_name(), js.plots.metric_name(pd.DataFrame({"metric": ["l2"]}))
+      ('ℓ∞', 'ℓ2')
+    """
     metrics = sorted(set(df["metric"].dropna())) if df is not None and "metric" in df else []
     return "/".join(_SYMBOLS.get(m, m) for m in metrics) or _SYMBOLS[GROUND_METRICS[0]]
 
 
 def quantity(column: str, df: pd.DataFrame | None = None) -> str:
     """What a result column measures, in words: its method's description
-    (``W1Method.columns``) with the ground metric of ``df`` in symbols; else its name."""
+    (``W1Method.columns``) with the ground metric of ``df`` in symbols; else its name.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> js.plots.quantity("w1_exact_upper")
+      'certified upper end of the ℓ∞ W1 of the whole data set (upper − lower ≤ rtol · upper)'
+      >>> js.plots.quantity("seconds")
+      'seconds'
+    """
     from jaxsynth.wasserstein.registry import GROUND, column_descriptions
 
     return column_descriptions().get(column, column).replace(GROUND, f"the {metric_name(df)}")
@@ -51,10 +88,19 @@ def _lower_end(column: str, df: pd.DataFrame) -> str | None:
 
 
 def check_figure_path(path, name: str = "path"):
-    """Validate where a figure will be written, before any work (suffix, directory)."""
-    from matplotlib.backend_bases import FigureCanvasBase
+    """Validate where a figure will be written, before any work (suffix, directory).
 
-    suffixes = tuple("." + k for k in FigureCanvasBase.get_supported_filetypes())
+    Examples:
+      >>> import jaxsynth as js
+      >>> str(js.plots.check_figure_path("rates.png"))
+      'rates.png'
+      >>> js.plots.check_figure_path("rates.txt")
+      Traceback (most recent call last):
+      ...
+      ValueError: path must end in .eps, .gif, ... .png, ...; got 'rates.txt'
+    """
+    canvas = _matplotlib("matplotlib.backend_bases").FigureCanvasBase
+    suffixes = tuple("." + k for k in canvas.get_supported_filetypes())
     return check_output_path(path, name, suffixes)
 
 
@@ -116,6 +162,17 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
       markers beside the filled ones, so the pair is visible.  Coinciding groups stay
       visible: each is offset horizontally by a few percent.  The legend sits below the
       axes.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame({"mechanism": "pmm", "data": "plane", "eps": 1.0,
+      ...                    "n": [1000, 1000, 4000, 4000], "seed": [0, 1, 0, 1],
+      ...                    "w1_exact_upper": [0.030, 0.034, 0.015, 0.017]})
+      >>> fig = js.plots.rate_plot(df)               # path="rates.png" also writes it
+      >>> ax = fig.axes[0]
+      >>> ax.get_xscale(), ax.get_yscale(), ax.get_xlabel()
+      ('log', 'log', 'ε n (privacy budget × sample size)')
     """
     refuse_renamed("rate_plot", renamed, RENAMED)
     check_str(column, "column")
@@ -125,46 +182,59 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
     by = [by] if isinstance(by, str) else list(by)
     if rates is None:
         rates = estimate_rate(df, column=column, by=by, n_boot=200)
-    fig = Figure(figsize=(7.2, 6.6), layout="constrained")
+    fig = _matplotlib("matplotlib.figure").Figure(figsize=(7.2, 6.6), layout="constrained")
     ax = fig.add_subplot()
     lower = _lower_end(column, df)
     fits = {tuple(r[c] for c in by): r for _, r in rates.iterrows()}
     groups = _groups(df, by)
     cells, theories = set(), {}
     for i, (key, label, g) in enumerate(groups):
-        fit = fits[key]
-        color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
         dodge = DODGE ** (i - (len(groups) - 1) / 2)  # coinciding curves stay visible
-        x, mean, err = _cell_means(g, column)
+        x = _draw_group(ax, g, (column, lower), (i, label, dodge), fits[key], theories)
         cells.update(x.tolist())
-        fitted = np.isfinite(fit["slope"])
-        ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=5, capsize=3,
-                    zorder=3, label=f"{label}: mean, 95 % interval")
-        if fitted:
-            mid = np.sqrt(x.min() * x.max())
-            logs = np.log(mean)
-            at_mid = np.exp(logs.mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
-            grid = np.geomspace(x.min(), x.max(), 50)
-            ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], _STYLES[i % len(_STYLES)],
-                    color=color, lw=1.4,
-                    label=f"{label}: fitted slope {fit['slope']:.2f} "
-                          f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
-            th = _group_theory(g, fit.get("intrinsic_dim"))
-            if th is not None and fit["theory"] == th.label:
-                theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
-                                    (th, grid, mid, []))[3].append(at_mid)
-        if lower is not None:
-            lx, low, _ = _cell_means(g, lower)
-            ax.plot(lx * dodge * DODGE ** 0.5, low, marker, color=color, ms=8, mfc="none",
-                    mew=1.3, ls="none", zorder=4, label=f"{label}: lower end")
     for (name, slope), (th, grid, mid, heights) in theories.items():
         at_mid = np.exp(np.mean(np.log(heights)))
         ax.plot(grid, at_mid * th.bound(grid) / th.bound(mid), ":", color="0.35", lw=1.6,
                 label=f"theory {name}, slope {slope:.2f} (height arbitrary: through the "
                       "fits' middle)")
+    _rate_axes(ax, df, column, lower, cells)
+    entries = len(ax.get_legend_handles_labels()[0])
+    fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
+    return _save(fig, path)
+
+
+def _draw_group(ax, g: pd.DataFrame, columns, style, fit, theories: dict) -> np.ndarray:
+    """One group of a rate plot: its cell means with intervals, its fitted line, its lower
+    ends; its theory is gathered in ``theories``.  Returns the group's εn values."""
+    (column, lower), (i, label, dodge) = columns, style
+    color, marker = f"C{i % 10}", _MARKERS[i % len(_MARKERS)]
+    x, mean, err = _cell_means(g, column)
+    ax.errorbar(x * dodge, mean, yerr=err, fmt=marker, color=color, ms=5, capsize=3,
+                zorder=3, label=f"{label}: mean, 95 % interval")
+    if np.isfinite(fit["slope"]):
+        mid = np.sqrt(x.min() * x.max())
+        at_mid = np.exp(np.log(mean).mean() + fit["slope"] * (np.log(mid) - np.log(x).mean()))
+        grid = np.geomspace(x.min(), x.max(), 50)
+        ax.plot(grid, at_mid * (grid / mid) ** fit["slope"], _STYLES[i % len(_STYLES)],
+                color=color, lw=1.4,
+                label=f"{label}: fitted slope {fit['slope']:.2f} "
+                      f"[{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]")
+        th = _group_theory(g, fit.get("intrinsic_dim"))
+        if th is not None and fit["theory"] == th.label:
+            theories.setdefault((th.label, round(float(fit["bound_slope"]), 2)),
+                                (th, grid, mid, []))[3].append(at_mid)
+    if lower is not None:
+        lx, low, _ = _cell_means(g, lower)
+        ax.plot(lx * dodge * DODGE ** 0.5, low, marker, color=color, ms=8, mfc="none",
+                mew=1.3, ls="none", zorder=4, label=f"{label}: lower end")
+    return x
+
+
+def _rate_axes(ax, df: pd.DataFrame, column: str, lower, cells: set) -> None:
+    """A rate plot's log axes, their labels in words, the title and the grid."""
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(_matplotlib("matplotlib.ticker").NullFormatter())
     if len(cells) <= CELL_TICKS:  # few cells (often within one decade): label each εn
         ticks = sorted(cells)
         ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
@@ -179,10 +249,6 @@ def rate_plot(df: pd.DataFrame, column: str = "w1_exact_upper", by=("mechanism",
         title = f"certified {metric_name(df)} W1 of the whole data set against ε n"
     ax.set_title(f"{title}\n{_design(df)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    entries = len(ax.get_legend_handles_labels()[0])
-    fig.legend(loc="outside lower center", fontsize=7, ncol=2 if entries > 4 else 1)
-    return _save(fig, path)
-
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", (0, (5, 1, 1, 1, 1, 1)))
@@ -250,6 +316,17 @@ def depth_plot(df: pd.DataFrame, column: str | None = None, by="kind", path=None
       the ``Figure``: three panels of per-depth means (log scale for seconds and visited
       nodes).  Seconds include each configuration's compilation unless the sweep was run
       with ``simulate(..., warmup=True)``.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame({"kind": "pmm", "depth": [4, 4, 6, 6],
+      ...                    "w1_exact_upper": [0.09, 0.10, 0.05, 0.06],
+      ...                    "visited": [31, 31, 127, 127],
+      ...                    "release_seconds": [0.010, 0.011, 0.020, 0.021]})
+      >>> fig = js.plots.depth_plot(df)
+      >>> [ax.get_title() for ax in fig.axes][1:], fig.axes[0].get_xlabel()
+      (['seconds per replicate', 'visited nodes'], 'depth r')
     """
     refuse_renamed("depth_plot", renamed, RENAMED)
     _check_df(df, [])
@@ -262,7 +339,7 @@ def depth_plot(df: pd.DataFrame, column: str | None = None, by="kind", path=None
     panels = [(column, f"mean {column}: {quantity(column, df)}", "linear"),
               (seconds, "seconds per replicate", "log"), ("visited", "visited nodes", "log")]
     _check_df(df, [c for c, _, _ in panels] + ["depth"])
-    fig = Figure(figsize=(12, 3.8))
+    fig = _matplotlib("matplotlib.figure").Figure(figsize=(12, 3.8))
     axes = fig.subplots(1, 3)
     for _, label, g in _groups(df, by):
         means = g.groupby("depth")[[c for c, _, _ in panels]].mean()

@@ -32,7 +32,8 @@ from jaxsynth.core.validate import (
     check_str,
     refuse_renamed,
 )
-from jaxsynth.experiments.summary import check_cells, summarize
+from jaxsynth.experiments.store import control_only
+from jaxsynth.experiments.summary import check_cells, check_fingerprints, summarize
 from jaxsynth.mechanisms.schedules import default_depth
 
 __all__ = ["Theory", "estimate_rate", "theory"]
@@ -289,8 +290,25 @@ def estimate_rate(
         a single εn value (no slope) or a cell with a single
         replicate (no interval), a non-positive cell mean (no logarithm), a group whose
         rows differ in ``kind``, ``config``, ``d`` or ``metric`` (they are different
-        cells: the column is named, to be added to ``by``), an ``intrinsic_dim`` that
+        cells: the column is named, to be added to ``by``), rows of one data set and
+        size measured on different points (``fingerprint``), an ``intrinsic_dim`` that
         is not a positive integer or exceeds ``d``.
+
+    Examples:
+      A table whose cell means fall exactly as ``(εn)^(-1/2)``, three seeds a cell:
+
+      >>> import jaxsynth as js
+      >>> import pandas as pd
+      >>> df = pd.DataFrame([
+      ...     {"mechanism": "pmm", "kind": "pmm", "data": "plane", "d": 2, "eps": 1.0, "n": n,
+      ...      "seed": s, "w1_exact_upper": spread * n ** -0.5}
+      ...     for n in (1000, 2000, 4000, 8000) for s, spread in enumerate((0.9, 1.0, 1.1))])
+      >>> rates = js.estimate_rate(df, n_boot=200)
+      >>> rates[["slope", "cells", "seeds", "theory", "theory_exponent"]].round(3)
+         slope  cells  seeds          theory  theory_exponent
+      0   -0.5      4      3  (eps n)^(-1/2)             -0.5
+      >>> bool(rates.ci_low[0] < -0.5 < rates.ci_high[0])
+      True
     """
     refuse_renamed("estimate_rate", renamed, RENAMED)
     if not isinstance(df, pd.DataFrame):
@@ -308,8 +326,10 @@ def estimate_rate(
     missing = [c for c in ["eps", "n", column, *by] if c not in df]
     if missing:
         raise ValueError(f"df lacks the column(s) {missing} (column={column!r}, by={by})")
+    df = df[~control_only(df)]  # a precision_control sweep's rows without column
     if len(df) == 0:
         raise ValueError("df has no rows")
+    check_fingerprints(df)
     n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
     level = check_fraction(level, "level")
     key = check_positive_int(key, "key", minimum=0)

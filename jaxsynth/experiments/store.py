@@ -37,7 +37,8 @@ EARLIER_FORMATS = ("jaxsynth-results/2",)
 """Formats of earlier jaxsynth versions: refused for writing, read by ``readable``."""
 KEY_COLUMNS = ("mechanism", "data", "n", "eps", "seed")
 """A replicate: one row per distinct value of these columns."""
-TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "metric")
+TEXT_COLUMNS = ("mechanism", "kind", "data", "adjacency", "config", "key", "metric",
+                "fingerprint")
 OPTIONAL_INTEGERS = {"d": "a positive integer", "intrinsic_dim": "a positive integer",
                      "depth": "a non-negative integer"}
 """Columns checked like the key columns when a table has them (``validate_rows``), except
@@ -71,7 +72,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes, tmp_name: str | None = None) -> None:
+def write_atomic(path: Path, data: bytes, tmp_name: str | None = None) -> None:
     """Replace ``path`` by ``data`` through a new temporary file (``O_EXCL``: no file of
     anyone else is ever overwritten), then fsync the directory so the rename is durable."""
     tmp = path.with_name(tmp_name or _tmpname(path))
@@ -201,6 +202,14 @@ def _bad(value: pd.Series) -> np.ndarray:
     return ~np.isfinite(numbers) | boolean
 
 
+def control_only(table: pd.DataFrame) -> np.ndarray:
+    """Rows of a sweep with ``precision_control`` that measured only the free columns
+    (``control_only`` True): their other W1 columns are empty."""
+    if "control_only" not in table:
+        return np.zeros(len(table), bool)
+    return table["control_only"].astype(str).str.lower().eq("true").to_numpy(bool)
+
+
 def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
     """Raise ``ValueError`` unless every row is a well-formed, distinct replicate."""
     missing = [c for c in (*KEY_COLUMNS, *w1_columns) if c not in table]
@@ -233,12 +242,14 @@ def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are not {rule} "
                             f"(first: {_show(table[column].iloc[int(np.argmax(bad))])})")
+    controls = control_only(table)  # rows that measured the free columns alone
     for column in w1_columns:
         bad = _bad(table[column])
         value = pd.to_numeric(table[column], errors="coerce").to_numpy(np.float64,
                                                                          na_value=np.nan)
         with np.errstate(invalid="ignore"):
             bad |= value < 0
+        bad &= ~(controls & table[column].isna().to_numpy(bool))
         if bad.any():
             problems.append(f"{int(bad.sum())} {column} value(s) that are missing, "
                             f"non-numeric or negative (first: "
@@ -254,7 +265,7 @@ def validate_rows(table: pd.DataFrame, w1_columns, where: str) -> None:
         raise ValueError(f"{where} holds invalid rows: {'; '.join(problems)}")
 
 
-def _keys(table: pd.DataFrame) -> list[tuple]:
+def keys_of(table: pd.DataFrame) -> list[tuple]:
     """The replicate keys of (validated) rows, normalised: (str, str, int, float, int)."""
     if len(table) == 0:
         return []
@@ -341,7 +352,7 @@ class ResultStore:
         if after != meta:
             self._commit(after)
         self._hash = hashlib.sha256(data)
-        self._done = set(_keys(table))
+        self._done = set(keys_of(table))
 
     def _remove_rewrite_copy(self, meta: dict) -> None:
         """Remove the temporary file of a pending rewrite whose rename did not run."""
@@ -350,7 +361,8 @@ class ResultStore:
             self.path.with_name(pending["tmp"]).unlink(missing_ok=True)
 
     def _check_provenance(self, table: pd.DataFrame) -> None:
-        """Rows record the sweep's key, data key and ground metric: they must be the spec's."""
+        """Rows record the sweep's key, data key and ground metric, and the fingerprint of
+        their data set's points: they must be the spec's."""
         for key in PROVENANCE:
             if key in self.spec and key in table and len(table):
                 values = table[key].astype(str)
@@ -358,6 +370,15 @@ class ResultStore:
                 if wrong.any():
                     raise self._changed(f"holds rows of {key} {values[wrong].iloc[0]!r}, not "
                                         f"{self.spec[key]!r}")
+        if "fingerprint" in table and len(table):  # the points each data set's rows used
+            recorded = self.spec.get("data", {})
+            pairs = table[["data", "n", "fingerprint"]].dropna().drop_duplicates()
+            for data, n, fingerprint in pairs.itertuples(index=False):
+                want = recorded.get(f"{data} | n={int(n)}")
+                if want is not None and fingerprint != want:
+                    raise self._changed(f"holds rows of the data set {data!r} (n = {int(n)}) "
+                                        f"measured on the points {fingerprint}, not on this "
+                                        f"sweep's {want}")
 
     def _remove_stale_sidecar_copies(self) -> None:
         """Remove the temporary copies of this sidecar a crash left before their rename.
@@ -450,7 +471,7 @@ class ResultStore:
 
     def _commit(self, meta: dict) -> None:
         meta = {**meta, "seal": _seal(meta)}
-        _write_atomic(_sidecar(self.path), json.dumps(meta, indent=1).encode())
+        write_atomic(_sidecar(self.path), json.dumps(meta, indent=1).encode())
         self._meta = meta
 
     def _changed(self, what: str) -> ValueError:
@@ -545,7 +566,7 @@ class ResultStore:
         if len(rows) == 0:
             return
         validate_rows(rows, self.w1_columns, "new rows")
-        keys = _keys(rows)
+        keys = keys_of(rows)
         again = sum(k in self._done for k in keys)
         if again:
             raise ValueError(f"new rows: {again} repeated replicate(s) already in out file "
@@ -583,7 +604,7 @@ class ResultStore:
                    "columns": columns, "tmp": _tmpname(self.path)}
         self._committed_bytes()  # nothing another program wrote is absorbed and sealed
         self._commit({**self._meta, "spec": self.spec, "pending": pending})
-        _write_atomic(self.path, data, pending["tmp"])
+        write_atomic(self.path, data, pending["tmp"])
         self._hash = hashlib.sha256(data)
         self._commit({**self._meta, "length": len(data), "sha256": _digest(data),
                       "rows": len(table), "columns": columns, "pending": None})
@@ -650,5 +671,5 @@ def readable(path, w1_columns=()) -> pd.DataFrame:
     return table
 
 
-__all__ = ["FORMAT", "KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "read_table",
-           "readable", "validate_rows"]
+__all__ = ["FORMAT", "KEY_COLUMNS", "MAX_ROWS", "ResultStore", "check_out_path", "control_only",
+           "keys_of", "read_table", "readable", "validate_rows", "write_atomic"]

@@ -21,9 +21,10 @@ import pandas as pd
 from scipy import stats
 
 from jaxsynth.core.validate import check_fraction, check_str
+from jaxsynth.experiments.store import control_only
 
-__all__ = ["CELL_COLUMNS", "LEVEL", "control_variate", "mean_interval", "next_target",
-           "summarize"]
+__all__ = ["CELL_COLUMNS", "CONTROLS", "LEVEL", "check_fingerprints", "control_variate",
+           "mean_interval", "next_control_target", "next_target", "summarize"]
 
 LEVEL = 0.95
 """The default confidence level of every interval."""
@@ -34,6 +35,9 @@ DEFINING = ("kind", "config", "d", "metric")
 under one cell (two files of different dimension, say) is refused, naming the column."""
 GROWTH = 4
 """A round multiplies a cell's seed count by at most this (two rungs of the ladder)."""
+CONTROLS = 16
+"""With a control, a cell's control replicates are at most this many times its most
+expensive ones (``next_control_target``)."""
 
 
 def mean_interval(values, level: float = LEVEL):
@@ -100,10 +104,64 @@ def next_target(values, precision: float, first: int, max_seeds: int,
     if count >= max_seeds or width <= precision:
         return count
     need = count * (width / precision) ** 2 if np.isfinite(width) else np.inf
+    return _rung(count, need, first, max_seeds)
+
+
+def _rung(count: int, need: float, first: int, most: int) -> int:
+    """The smallest rung ``first·2^k`` above ``count`` at or above ``need``, at most
+    ``GROWTH`` times ``count`` and at most ``most`` (``count`` itself when it is there)."""
+    if count >= most:
+        return count
     rung = first
     while rung <= count or (rung < need and rung < GROWTH * count):
         rung *= 2
-    return int(min(rung, max_seeds))
+    return int(min(rung, most))
+
+
+def next_control_target(values, paired, control, costs, precision: float, first: int,
+                        max_seeds: int, level: float = LEVEL) -> tuple[int, int]:
+    """The (expensive, control) seed counts a cell needs next when a cheap control
+    predicts the expensive quantity (``simulate(..., precision_control=...)``).
+
+    The cell's estimate is the two-phase regression estimate (``control_variate``) from
+    ``n`` expensive draws and ``N ≥ n`` controls.  Its variance is about
+    ``s²[(1 − ρ²)/n + ρ²/N]``; for a given cost it is smallest at ``N/n = r =
+    √(ρ²/(1 − ρ²) · c_e/c_c)`` (W. G. Cochran, Sampling Techniques, 3rd ed., 1977, §12.6;
+    ``c_e``, ``c_c`` the seconds of an expensive and of a control-only replicate), kept
+    between 1 and ``CONTROLS``.  An unfinished cell moves ``n`` along ``next_target``'s
+    ladder to the rung its plain interval predicts, times the control's factor
+    ``(1 − ρ²) + ρ²/r``, and ``N`` to ``r·n``; at ``max_seeds`` expensive draws only the
+    controls grow, up to ``CONTROLS · max_seeds``.
+
+    Args:
+      values: the expensive draws so far [n] (the cell's first n seeds), n ≥ 4.
+      paired: the control on those replicates [n].
+      control: the control on all N replicates [N] (the first n are ``paired``).
+      costs: (seconds of an expensive replicate, seconds of a control-only one).
+      precision, first, max_seeds, level: as ``next_target``.
+
+    Returns:
+      ``(n, N)`` unchanged when the two-phase interval meets the target or no count can
+      grow; otherwise the next counts.
+    """
+    y, x = np.asarray(values, np.float64), np.asarray(paired, np.float64)
+    n, N, most = len(y), len(control), CONTROLS * max_seeds
+    width = relative_half_width(*control_variate(y, x, control, level)[:3])
+    if width <= precision:
+        return n, N
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho2 = float(np.nan_to_num(np.corrcoef(x, y)[0, 1] ** 2))
+    rho2 = min(rho2, 0.99)
+    ratio = float(np.clip(np.sqrt(rho2 / (1 - rho2) * costs[0] / max(costs[1], 1e-12)),
+                          1.0, CONTROLS))
+    plain = relative_half_width(*mean_interval(y, level))
+    need = n * (plain / precision) ** 2 * ((1 - rho2) + rho2 / ratio) if np.isfinite(
+        plain) else np.inf
+    grown = _rung(n, need, first, max_seeds)
+    controls = min(max(int(np.ceil(ratio * grown)), N, grown), most)
+    if (grown, controls) == (n, N):
+        controls = min(GROWTH * N, most)
+    return grown, controls
 
 
 def _sd(values: np.ndarray) -> float:
@@ -142,6 +200,10 @@ def control_variate(values, paired, control, level: float = LEVEL):
     if n < 4 or len(x) != n or N < n:
         raise ValueError(f"control: needs n ≥ 4 paired draws and N ≥ n controls; got n = {n}, "
                          f"{len(x)} paired, N = {N}")
+    # in units of powers of two near the largest values (exact): no moment overflows
+    _, py = np.frexp(np.abs(y).max())
+    _, px = np.frexp(max(np.abs(X).max(), np.abs(x).max()))
+    y, x, X = np.ldexp(y, -py), np.ldexp(x, -px), np.ldexp(X, -px)
     sxx = x.var(ddof=1)
     beta = np.cov(x, y)[0, 1] / sxx if sxx > 0 else 0.0
     mean = y.mean() + beta * (X.mean() - x.mean())
@@ -151,7 +213,8 @@ def control_variate(values, paired, control, level: float = LEVEL):
     var = se2 / n + max(sy2 - se2, 0.0) / N
     half = stats.t.ppf(0.5 + level / 2, n - 2) * np.sqrt(var)
     saved = sy2 / var - n if var > 0 else 0.0
-    return float(mean), float(mean - half), float(mean + half), float(saved)
+    return tuple(float(np.ldexp(v, py)) for v in (mean, mean - half, mean + half)) + (
+        float(saved),)
 
 
 def check_cells(df: pd.DataFrame, by) -> None:
@@ -182,6 +245,78 @@ def check_cells(df: pd.DataFrame, by) -> None:
                 f"apart (add {column} to by, e.g. --by {','.join([*by, column])})")
 
 
+def _numbers(df: pd.DataFrame, column: str, name: str) -> np.ndarray:
+    """``df[column]`` as float64, or ``ValueError`` naming ``name`` and the column for text
+    or booleans (never coerced to NaN or averaged)."""
+    raw = df[column]
+    value = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    text = raw.notna().to_numpy(bool) & np.isnan(value)
+    if pd.api.types.is_bool_dtype(raw.dtype) or text.any():
+        first = raw[text].iloc[0] if text.any() else raw.iloc[0]
+        raise ValueError(f"{name}: the column {column!r} is not numeric (first: {first!r})")
+    return value
+
+
+def _check_range(df: pd.DataFrame, column: str, values: np.ndarray, name: str,
+                 bounded: bool) -> None:
+    """Refuse infinite or negative values; ``bounded`` (a control), also values of a W1
+    column above the diameter of [0,1]^d in the row's metric (√d in ℓ2, 1 in ℓ∞), which
+    no W1 between measures on the cube exceeds.  The summarized column itself is any
+    non-negative number: a mean and its interval, like a rate, are the same for a
+    rescaled column, whose values a W1 bound need not hold."""
+    bad = np.isinf(values) | (values < 0)
+    if bounded and column.startswith("w1_") and "d" in df and "metric" in df:
+        d = pd.to_numeric(df["d"], errors="coerce").to_numpy(np.float64)
+        diameter = np.where(df["metric"].astype(str).to_numpy() == "l2", np.sqrt(d), 1.0)
+        with np.errstate(invalid="ignore"):
+            bad |= values > diameter * (1 + 1e-6)
+    if bad.any():
+        raise ValueError(f"{name}: {int(bad.sum())} value(s) of {column!r} are infinite, "
+                         f"negative or above the diameter of the cube (first: "
+                         f"{values[np.argmax(bad)]!r})")
+
+
+def _check_table(df, column: str, keys: list, name: str = "df",
+                 bounded: bool = False) -> pd.DataFrame:
+    """``df`` checked for ``summarize``: a table with rows, the key columns and the seed,
+    ``column`` numeric and in range (``_check_range``), one point set per data set."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame; got {type(df).__name__}")
+    missing = [c for c in dict.fromkeys([*keys, "seed", column]) if c not in df]
+    if missing:
+        raise ValueError(f"{name} lacks the column(s) {missing}")
+    if not len(df):
+        raise ValueError(f"{name} has no rows: nothing to summarize")
+    values = _numbers(df, column, name)
+    _check_range(df, column, values, name, bounded)
+    check_fingerprints(df, name)
+    return df
+
+
+def _check_replicates(df: pd.DataFrame, keys: list, name: str = "df") -> None:
+    """Refuse a replicate (a cell's seed) that appears twice."""
+    repeated = df.duplicated([*keys, "seed"])
+    if repeated.any():
+        row = {c: getattr(v, "item", lambda v=v: v)() for c, v in df[repeated].iloc[0].items()}
+        raise ValueError(f"{name}: {int(repeated.sum())} repeated replicate(s), e.g. seed "
+                         f"{row['seed']!r} of " + ", ".join(f"{c}={row[c]!r}" for c in keys)
+                         + ": a replicate counts once (concatenated the same table twice?)")
+
+
+def check_fingerprints(df: pd.DataFrame, name: str = "df") -> None:
+    """Refuse rows of one data set and size measured on different points (the column
+    ``fingerprint``: rows of two data sets under one label never pool)."""
+    if "fingerprint" not in df or "data" not in df or "n" not in df:
+        return
+    counts = df.dropna(subset=["fingerprint"]).groupby(["data", "n"])["fingerprint"].unique()
+    for (data, n), prints in counts.items():
+        if len(prints) > 1:
+            raise ValueError(f"{name}: the rows of data={data!r}, n={n} were measured on "
+                             f"{len(prints)} different point sets (fingerprints "
+                             f"{', '.join(sorted(prints))}): they are different data sets "
+                             "under one label and cannot be pooled")
+
+
 def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = LEVEL,
               precision: float | None = None, by=(), control: str | None = None,
               controls: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -195,8 +330,11 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
         (set by ``simulate(..., precision=...)``), else no ``target_met`` column.
       by: more columns that tell cells apart (``metric``, ``d``, ...), beside
         mechanism, data, n and ε.
-      control: a cheap column that predicts ``column`` (``w1_tree_upper``,
-        ``w1_upper``, ...), measured in ``df`` and in ``controls``.
+      control: a cheap column that predicts ``column`` (``w1_tree_upper``, which every
+        sweep records, ``w1_upper``, ...): the two-phase estimate of each cell's mean
+        with ``column`` on the replicates that measured it and ``control`` on all of them
+        (``df``'s rows, the control-only rows of a ``precision_control`` sweep included),
+        or on ``controls``'.
       controls: a sweep of the same cells and key with more seeds, measuring only
         ``control`` (``simulate(..., methods=["tree_upper"])``: no full-data W1); its
         rows for ``df``'s seeds must hold ``df``'s values (the same replicates).
@@ -205,13 +343,20 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
       a DataFrame sorted by cell: the cell columns (and ``kind``, ``d``,
       ``intrinsic_dim``, ``metric`` when present), ``column`` (its name), ``mean``,
       ``ci_low``, ``ci_high`` (``mean_interval``), ``rel_half_width``, ``sd``, ``seeds``,
-      and ``target_met`` when a precision is known; with ``control``, the
-      control-variate estimate (``control_variate``) ``cv_mean``, ``cv_low``,
-      ``cv_high``, ``control_seeds`` (N) and ``replicates_saved``.
+      and ``target_met`` when a precision is known (of the control-variate interval with
+      ``control``); with ``control``, the control-variate estimate (``control_variate``)
+      ``cv_mean``, ``cv_low``, ``cv_high``, ``cv_rel_half_width``, ``control_seeds`` (N)
+      and ``replicates_saved`` (negative when the control costs precision: a control
+      that predicts nothing still estimates a slope).
 
     Raises:
-      ValueError: a missing column, a cell with a single seed, rows of one cell that
-        differ in ``kind``, ``config``, ``d`` or ``metric`` (named).
+      ValueError: naming the argument and the column: ``df`` (or ``controls``) that is
+        not a table, has no rows or lacks a column, a replicate twice, a column that is
+        not numeric, a value that is infinite or negative (a control's, also above the
+        cube's diameter), a cell with a single seed or a missing value, rows of one cell that
+        differ in ``kind``, ``config``, ``d`` or ``metric``, rows of one data set and
+        size measured on different points (``fingerprint``), a control with a missing
+        value, ``controls`` of another metric, ``controls`` without ``control``.
 
     Example:
       >>> import pandas as pd
@@ -220,29 +365,31 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
       >>> js.summarize(df)[["mean", "seeds"]].to_dict("records")
       [{'mean': 2.0, 'seeds': 3}]
     """
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"df must be a pandas DataFrame; got {type(df).__name__}")
     check_str(column, "column")
     level = check_fraction(level, "level")
     keys = [*CELL_COLUMNS, *(c for c in by if c not in CELL_COLUMNS)]
-    missing = [c for c in (*keys, column) if c not in df]
-    if missing:
-        raise ValueError(f"df lacks the column(s) {missing}")
+    df = _check_table(df, column, keys)
     if precision is None:
         precision = df.attrs.get("precision")
     check_cells(df, keys)
+    _check_replicates(df, keys)
     cheap = {}
+    if controls is not None and control is None:
+        raise ValueError("controls needs control= (the cheap column it measures)")
     if control is not None:
         check_str(control, "control")
-        if not isinstance(controls, pd.DataFrame) or control not in controls or control not in df:
-            raise ValueError(f"control: {control!r} must be a column of df and of controls (a "
-                             "DataFrame of the cheap sweep)")
-        cheap = {cell: g for cell, g in controls.groupby(keys, sort=True)}
+        if control not in df:
+            raise ValueError(f"control: {control!r} is not a column of df")
+        _check_table(df, control, keys, bounded=True)
+        _finite(df, control, "df")
+        if controls is not None:
+            cheap = _controls(df, controls, control, keys)
     extra = [c for c in ("kind", "d", "intrinsic_dim", "metric") if c in df and c not in keys]
     rows = []
     for cell, g in df.groupby(keys, sort=True):
-        values = pd.to_numeric(g[column], errors="coerce").to_numpy(np.float64)
         name = ", ".join(f"{c}={v!r}" for c, v in zip(keys, cell))
+        measured = g[~control_only(g)]
+        values = pd.to_numeric(measured[column]).to_numpy(np.float64)
         if len(values) < 2 or not np.isfinite(values).all():
             raise ValueError(f"{column}: the cell {name} has {len(values)} seed(s) or a "
                              "missing value; an interval needs two or more finite values")
@@ -251,12 +398,34 @@ def summarize(df: pd.DataFrame, column: str = "w1_exact_upper", level: float = L
                "column": column, "mean": float(mean), "ci_low": float(low),
                "ci_high": float(high), "rel_half_width": float(relative_half_width(
                    mean, low, high)), "sd": _sd(values), "seeds": len(values)}
-        if precision is not None:
-            row["target_met"] = bool(row["rel_half_width"] <= precision)
         if control is not None:
-            row.update(_with_control(g, column, control, cheap.get(cell), name, level))
+            others = cheap.get(cell) if controls is not None else g
+            row.update(_with_control(measured, column, control, others, name, level))
+        if precision is not None:
+            width = row["cv_rel_half_width"] if control is not None else row["rel_half_width"]
+            row["target_met"] = bool(width <= precision)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _finite(df: pd.DataFrame, column: str, name: str) -> None:
+    values = pd.to_numeric(df[column]).to_numpy(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError(f"{name}: {int((~np.isfinite(values)).sum())} value(s) of the control "
+                         f"{column!r} are missing or not finite; every replicate has one")
+
+
+def _controls(df: pd.DataFrame, controls, control: str, keys: list) -> dict:
+    """The control sweep's rows by cell, checked against ``df``."""
+    controls = _check_table(controls, control, keys, "controls", bounded=True)
+    _check_replicates(controls, keys, "controls")
+    _finite(controls, control, "controls")
+    if "metric" in df and "metric" in controls:
+        ours, theirs = set(df["metric"].astype(str)), set(controls["metric"].astype(str))
+        if ours != theirs:
+            raise ValueError(f"controls: measured in the metric {sorted(theirs)}, df in "
+                             f"{sorted(ours)}: the same replicates need the same metric")
+    return {cell: g for cell, g in controls.groupby(keys, sort=True)}
 
 
 def _with_control(g, column, control, cheap, name, level) -> dict:
@@ -276,5 +445,6 @@ def _with_control(g, column, control, cheap, name, level) -> dict:
         paired.index).to_numpy(np.float64)])
     mean, low, high, saved = control_variate(g[column].to_numpy(np.float64),
                                              paired.to_numpy(np.float64), ordered, level)
-    return {"cv_mean": mean, "cv_low": low, "cv_high": high, "control_seeds": len(ordered),
-            "replicates_saved": saved}
+    return {"cv_mean": mean, "cv_low": low, "cv_high": high,
+            "cv_rel_half_width": float(relative_half_width(mean, low, high)),
+            "control_seeds": len(ordered), "replicates_saved": saved}

@@ -43,6 +43,7 @@ from jaxsynth.mechanisms.pmm import (
     sparse_capacity,
 )
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.schedules import log2_product
 
 CANDIDATE_SETS = ("standard", "enlarged")
 DEPTH_BUCKET = 32
@@ -62,7 +63,7 @@ def max_depth(n: int, d: int, eps_main: float) -> int:
             f"eps_main * n = {eps_main * n:g} but Adaptive Pruned-PMM needs eps_main * n >= 2 "
             "(arXiv 2609.33363 §B.6): increase eps, n, or lower eps_sel"
         )
-    return max(1, _floor(d * np.log2(eps_main * n)))
+    return max(1, _floor(d * log2_product(eps_main, n)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +142,10 @@ def standard_depth(s: int, n: int, d: int, eps_main: float) -> int:
     """
     if s == 1:
         return max_depth(n, d, eps_main)
-    return max(1, _floor(d / s * np.log2(1.0 + eps_main * n * ((s - 1) / d) ** 2)))
+    growth = eps_main * n * ((s - 1) / d) ** 2
+    log = np.log2(1.0 + growth) if np.isfinite(growth) else log2_product(
+        eps_main, n, ((s - 1) / d) ** 2)  # ε_main n past the largest float: 1 + x is x
+    return max(1, _floor(d / s * log))
 
 
 def candidate_set(n: int, d: int, eps_main: float, kind: str = "standard", C: float = 1.0):
@@ -382,16 +386,19 @@ class AdaptivePrunedPMM(Mechanism):
         )
         return table
 
-    def synthesis_plan(self, tree: DataTree, eps: float, candidate: int) -> engine.Plan:
+    def synthesis_plan(self, tree: DataTree, eps: float, candidate: int, *,
+                       piece: int | None = None, transcript: bool = False) -> engine.Plan:
         """The synthesis step alone, as if ``candidate`` had been selected at total budget
         ``eps``: zero-respecting PMM noise with that candidate's depth and schedule at
         ``σ_0 = 1/ε_main`` (Zare Moayedi et al., Algorithm 1), on the dense engine, which
         releases the same measure as the sparse one for the same noise.  The privacy
-        auditor reads its noisy counts; the plan's budget is the whole mechanism's.
+        auditor reads its noisy counts (``transcript``, ``piece``: as ``PMM.plan``); the
+        plan's budget is the whole mechanism's.
         """
         plan = self.plan(tree, np.array([eps]))
         depth = int(plan.params["depths"][0, candidate])
-        base = PrunedPMM(depth=depth, engine="dense").plan(tree, plan.budget["eps_main"])
+        base = PrunedPMM(depth=depth, engine="dense").plan(
+            tree, plan.budget["eps_main"], piece=piece, transcript=transcript)
         params = {"inv_sigma": np.asarray(plan.params["inv_sigmas"][:, candidate, :depth],
                                           np.float32),
                   "inv_sigma0": np.asarray(plan.params["inv_sigma0"], np.float32),
@@ -399,8 +406,9 @@ class AdaptivePrunedPMM(Mechanism):
         return dataclasses.replace(base, mechanism=self.name, params=params, eps=plan.eps,
                                    budget=plan.budget, adjacency=plan.adjacency)
 
-    def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E].
+    def plan(self, tree: DataTree, eps, *, piece: int | None = None) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E] (``piece``: nodes per
+        piece, ``None``: the platform's; see ``Mechanism.plan``).
 
         Selection inputs (scores, ``Δ``, probabilities) are computed once per ε on the host
         from ``tree.occupancy``; only the selection draw and the Pruned-PMM noise vary per
@@ -421,7 +429,7 @@ class AdaptivePrunedPMM(Mechanism):
         stacked = _stack(selections, R)
         eps_sel, eps_main = self.split(eps)
         capacity = root_capacity(tree.n, eps_main)
-        P = piece_size("sparse")
+        P = piece_size("sparse", piece)
         points = capacity if self.placement == "uniform" else 0
         static = pmm_kernels.SparseStatic(
             max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points

@@ -22,10 +22,12 @@ import numpy as np
 
 from jaxsynth import engine
 from jaxsynth.core.datatree import MAX_DEPTH, DataTree
-from jaxsynth.core.frontier import capacity_bucket, path_words
+from jaxsynth.core.batching import capacity_bucket
+from jaxsynth.core.frontier import path_words
 from jaxsynth.core.noise import SATURATION
 from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import (
+    check_bool,
     check_choice,
     check_fits,
     check_positive_int,
@@ -33,6 +35,7 @@ from jaxsynth.core.validate import (
 )
 from jaxsynth.mechanisms import pmm_kernels, schedules
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.tree_cache import tree_cached
 
 PLACEMENTS = ("center", "uniform")
 ENGINES = ("auto", "sparse", "dense")
@@ -45,7 +48,11 @@ PIECES = {"dense": {"cpu": 512, "default": 8192}, "sparse": {"cpu": 128, "defaul
 """Nodes per piece: cache-sized on a CPU, wide on accelerators."""
 
 
-def piece_size(kind: str) -> int:
+def piece_size(kind: str, piece: int | None = None) -> int:
+    """Nodes per piece of a ``kind`` kernel: ``piece`` if given (a plan's option), else
+    the platform's (``PIECES``)."""
+    if piece is not None:
+        return check_positive_int(piece, "piece")
     table = PIECES[kind]
     return table.get(jax.devices()[0].platform, table["default"])
 
@@ -92,7 +99,7 @@ def sparse_capacity(safe: pmm_kernels.SparseStatic) -> dict:
     mass; a replicate that overflows them is rerun with the safe capacity.
     """
     def shrink(static, needed):
-        size = 1 << max(10, (2 * needed - 1).bit_length())
+        size = capacity_bucket(2 * needed, per_octave=1, minimum=1024)
         return dataclasses.replace(static, capacity=min(size, safe.capacity))
 
     return {"retry": lambda static: safe, "shrink": shrink}
@@ -162,10 +169,14 @@ class _PMMFamily(Mechanism):
                           for e in np.atleast_1d(eps)])
         return [np.flatnonzero(kinds == kind) for kind in dict.fromkeys(kinds.tolist())]
 
-    def plan(self, tree: DataTree, eps) -> engine.Plan:
+    def plan(self, tree: DataTree, eps, *, piece: int | None = None,
+             transcript: bool = False) -> engine.Plan:
         """The engine plan for data ``tree`` and budgets ``eps`` [E].
 
         Every ε runs in one compiled kernel: depths and scales are traced per ε.
+        ``piece``: nodes per piece (``None``: the platform's, ``piece_size``; see
+        ``Mechanism.plan``).  ``transcript``: the dense kernel also returns the noisy
+        count of every node (``DenseStatic.transcript``), for the white-box privacy audit.
         """
         eps = np.asarray(eps, np.float64).ravel()
         n, d = tree.n, tree.d
@@ -199,10 +210,13 @@ class _PMMFamily(Mechanism):
         }
         points = capacity if self.placement == "uniform" else 0
         kind = self._engine(R, n)
+        if check_bool(transcript, "transcript") and kind != "dense":
+            raise ValueError("transcript: only the dense engine records one; plan "
+                             "PrunedPMM(engine='dense') for it")
         if kind == "dense":
-            kernel, static, shared, per_replicate = self._dense(tree, R, points)
+            kernel, static, shared, per_replicate = self._dense(tree, R, points, piece, transcript)
         else:
-            kernel, static, shared, per_replicate = self._sparse(tree, R, capacity, points)
+            kernel, static, shared, per_replicate = self._sparse(tree, R, capacity, points, piece)
         atoms = (points or (2**R if kind == "dense" else capacity)) * (d + 2) * 4
         return engine.Plan(
             mechanism=self.name,
@@ -215,32 +229,39 @@ class _PMMFamily(Mechanism):
             adjacency=self._adjacency_label(),
             bytes_per_replicate=per_replicate + atoms,
             atom_bytes=atoms,
+            info_fields=("transcript",) if transcript else (),
             diagnostic_fields=LEVEL_FIELDS,
             order=_by_depth if len(set(depths.tolist())) > 1 else None,
             **(sparse_capacity(static) if kind == "sparse" else {}),
         )
 
-    def _dense(self, tree: DataTree, R: int, points: int):
+    def _dense(self, tree: DataTree, R: int, points: int, piece, transcript: bool):
         if R > MAX_DENSE_DEPTH:
             raise ValueError(
-                f"depth={R}: the complete tree has 2^{R + 1} nodes; use "
-                "PrunedPMM(engine='sparse'), whose cost follows the active nodes"
+                f"depth={R}: {self.name} releases on the complete tree of depth {R} "
+                f"(2^{R + 1} - 1 nodes; its dense engine goes to depth {MAX_DENSE_DEPTH}), "
+                "whatever W1 method measures it; use a smaller depth, or "
+                "PrunedPMM(engine='sparse') (the command line: --mechanism pruned-pmm), whose "
+                "cost follows the active nodes"
             )
         rule = getattr(self, "consistency", "zero_respecting")
         static = pmm_kernels.DenseStatic(
-            max_depth=R, piece=piece_size("dense"), rule=rule, dim=tree.d, points=points
+            max_depth=R, piece=piece_size("dense", piece), rule=rule, dim=tree.d, points=points,
+            transcript=transcript,
         )
         per_replicate = 4 * 2 * (max(2**R, 2 * static.piece) + 2 * static.piece) + 4 * 2**R * tree.d
+        if transcript:  # every node's noisy count, and its scratch
+            per_replicate += 4 * (2 ** (R + 1) + 2 * static.piece)
         _check_dense_fits(R, tree.d, per_replicate + (points or 2**R) * (tree.d + 2) * 4)
-        counts = tree.cached(  # padded so every piece of the last level can be sliced
-            ("planar_counts", R, static.piece),
+        counts = tree_cached(  # padded so every piece of the last level can be sliced
+            tree, ("planar_counts", R, static.piece),
             lambda: jnp.asarray(np.pad(tree.planar_counts(R), (0, 2 * static.piece))),
         )
         shared = {"counts": counts}
         return pmm_kernels.dense_kernel, static, shared, per_replicate
 
-    def _sparse(self, tree: DataTree, R: int, capacity: int, points: int):
-        P = piece_size("sparse")
+    def _sparse(self, tree: DataTree, R: int, capacity: int, points: int, piece):
+        P = piece_size("sparse", piece)
         static = pmm_kernels.SparseStatic(
             max_depth=R, capacity=capacity, piece=P, dim=tree.d, points=points
         )

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from jaxsynth.core import frontier
 from jaxsynth.core import keys as K
-from jaxsynth.core import noise
+from jaxsynth.core import noise, partition
 from jaxsynth.core.consistency import RULES, zero_respecting_split
 from jaxsynth.core.descent import child_boundary
 
@@ -105,23 +105,6 @@ def root_mass(key, n, inv_sigma0, noisy=noise.noisy_count):
     sampler (``DenseStatic.noise`` audit hook).
     """
     return jnp.maximum(root_count(key, n, inv_sigma0, noisy), 1)
-
-
-def cell_side(level, d: int):
-    """Side lengths [d] float32 of level-``level`` cells (``level`` may be traced)."""
-    k = level // d + (jnp.arange(d) < level % d).astype(jnp.int32)
-    return jnp.exp2(-k.astype(jnp.float32))
-
-
-def planar_lower(index, level, d: int, max_level: int):
-    """Lower corners [N, d] of the level-``level`` cells with planar indices ``index`` [N]."""
-
-    def bit(t, lower):
-        b = ((index >> t) & 1).astype(jnp.float32) * (t < level)
-        step = jnp.exp2(-(t // d + 1).astype(jnp.float32)) * (jnp.arange(d) == t % d)
-        return lower + b[:, None] * step
-
-    return jax.lax.fori_loop(0, max_level, bit, jnp.zeros(index.shape + (d,), jnp.float32))
 
 
 def uniform_points(leaf_key, leaf_word, depth, mass, lower, side, count: int):
@@ -249,8 +232,9 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     }
     if static.transcript:
         out["transcript"] = carry[2][:nodes]
-    lower = planar_lower(index, depth, d, R)
-    side = cell_side(depth, d)
+    lower = partition.lower_corners(
+        lambda t: ((index >> t) & 1).astype(jnp.float32) * (t < depth), R, d, index.shape[0])
+    side = partition.cell_side(depth, d, jnp)
     if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key
         keys = tuple(jnp.broadcast_to(k, index.shape) for k in key)
         points, weights = uniform_points(
@@ -360,19 +344,15 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
 
         def branch_piece(i, state):
             dst, units, written, born, gap, dead = state
-            start = i * P
-            parents = frontier.read(src, start, P)
-            valid = live & (start + jnp.arange(P) < n_branch)
-            children, counts, (w0, w1_) = frontier.expand(parents, j, boundary)
-            mass = parents.extra
-            m0 = split(mass, counts[:P], counts[P:], w0, w1_, inv)
+            part = frontier.expand_piece(src, i, P, n_branch, live, j, boundary)
+            mass, counts, both = part.parents.extra, part.counts, part.valid
+            m0 = split(mass, counts[:P], counts[P:], *part.words, inv)
             child_mass = jnp.concatenate([m0, mass - m0])
-            both = jnp.concatenate([valid, valid])
             data = counts * inv_n
             alive = both & (child_mass > 0)
             gap = gap + frontier.fixed_sum(jnp.where(alive, jnp.abs(data - child_mass * inv_m), 0.0))
             dead = dead + frontier.fixed_sum(jnp.where(both & ~alive, data, 0.0))
-            children = children._replace(extra=child_mass)
+            children = part.children._replace(extra=child_mass)
             kept, block = frontier.compact(alive & (child_mass >= 2), children)
             dst = frontier.write(dst, jnp.where(live, written, branch_cap), block)
             new, block = frontier.compact(alive & (child_mass == 1), children)
@@ -407,8 +387,8 @@ def sparse_kernel(static: SparseStatic, key, params, shared, token):
         "overflow": overflow | (count > cap), "needed": jnp.maximum(count, most),
         **level_statistics(gaps, depth),
     }
-    side = cell_side(depth, d)
-    lower = frontier.lower_corners(leaves.path, depth, d)
+    side = partition.cell_side(depth, d, jnp)
+    lower = partition.lower_corners(lambda t: frontier.path_bit(leaves.path, t), depth, d, cap)
     if static.points:
         word = leaves.path[depth // K.LEVELS_PER_CHUNK]
         points, weights = uniform_points(

@@ -8,15 +8,16 @@ post-processing.  ``shift=True`` moves the data by a public uniform ``U`` drawn 
 replicate key ([He] §6), on a 2^-22 grid so that every cell boundary stays exact in
 float32.
 
-A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d``) makes the tree
-finite; the node table's capacity is fitted to the expected leaf count, and a replicate
-that overflows is rerun with doubled capacity (same result: node randomness depends only
-on the node).  ``info`` holds ``noisy_mass``, ``cap_hits``, ``depth_cap`` and, with the
-shift, ``shift``.  ``cap_hits`` counts the capped cells whose split test passed: a
-function of the uncapped PrivTree's output, so post-processing.  The capacity is fitted
-to the data without noise and is *not* private, so the released arrays are cut to the
-power of two holding the batch's most leaves (``engine.Plan.fitted_width``): their width
-is a function of the release (an explicit, public ``capacity`` is kept as the width).
+A public depth cap (default ``d·(⌈log2(εn)⌉ + 1)``, at most ``22·d`` and the deepest
+data tree, 4096 levels) makes the tree finite; the node table's capacity is fitted to
+the expected leaf count, and a replicate that overflows is rerun with doubled capacity
+(same result: node randomness depends only on the node).  ``info`` holds ``noisy_mass``,
+``cap_hits``, ``depth_cap`` and, with the shift, ``shift``.  ``cap_hits`` counts the
+capped cells whose split test passed: a function of the uncapped PrivTree's output, so
+post-processing.  The capacity is fitted to the data without noise and is *not* private,
+so the released arrays are cut to the power of two holding the batch's most leaves
+(``engine.Plan.fitted_width``): their width is a function of the release (an explicit,
+public ``capacity`` is kept as the width).
 
 The derivation, the shift's grid, the capacity bound and the node randomness: the
 documentation's theory page "PrivTree and the shift".  Keys: ``docs/references.md``.
@@ -31,12 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth import engine
-from jaxsynth.core.datatree import DataTree
+from jaxsynth.core.batching import capacity_bucket
+from jaxsynth.core.datatree import MAX_DEPTH, DataTree
 from jaxsynth.core.frontier import path_words
 from jaxsynth.core.measure import LEVEL_FIELDS
 from jaxsynth.core.validate import check_bool, check_choice, check_positive_int
 from jaxsynth.mechanisms.privtree_kernel import FIXED_POINT_BITS, TreeStatic, tree_kernel
 from jaxsynth.mechanisms.protocol import Mechanism
+from jaxsynth.mechanisms.tree_cache import tree_cached
 
 MAX_BISECTIONS = 22
 """Bisections per coordinate supported (exact float32 cells, centers and shifts)."""
@@ -44,6 +47,8 @@ LP_MAX_LEAVES = 300
 """Largest leaf count for ``reconstruction="lp"`` (the LP has ``L^2 + 3L`` variables)."""
 MAX_CAPACITY = 2**26
 """Largest node-table capacity the automatic doubling tries."""
+PIECE = 128
+"""Nodes per piece of the tree kernel."""
 RECONSTRUCTIONS = ("topdown", "lp")
 PLACEMENTS = ("center", "uniform")
 
@@ -101,14 +106,16 @@ def expected_leaves(tree: DataTree, eps: float, cap: int) -> float:
 
 
 def default_depth_cap(n: int, d: int, eps: float) -> int:
-    """``d·(⌈log2(εn)⌉ + 1)`` (at least ``d``), capped at ``MAX_BISECTIONS·d``."""
-    k = max(0, math.ceil(math.log2(max(eps * n, 1.0)) - 1e-12)) + 1
-    return min(MAX_BISECTIONS, k) * d
+    """``d·(⌈log2(εn)⌉ + 1)`` (at least ``d``), capped at ``MAX_BISECTIONS·d`` and at the
+    deepest data tree, ``⌊MAX_DEPTH/d⌋·d`` (a default that always runs, d up to 1024)."""
+    reach = min(max(eps * n, 1.0), 2.0**MAX_BISECTIONS)  # beyond, the cap is reached
+    k = max(0, math.ceil(math.log2(reach) - 1e-12)) + 1
+    return min(MAX_BISECTIONS, k, MAX_DEPTH // d) * d
 
 
 def fixed_point(tree: DataTree):
-    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device (cached on the tree)."""
-    return tree.cached("fixed_point", lambda: jnp.asarray(
+    """The data as ``⌊x·2^29⌋`` uint32 [n, d] on the device, once per tree (``tree_cache``)."""
+    return tree_cached(tree, ("fixed_point",), lambda: jnp.asarray(
         np.floor(tree.points * 2.0**FIXED_POINT_BITS).astype(np.uint32)
     ))
 
@@ -205,7 +212,7 @@ class PrivTree(Mechanism):
     Attributes:
       shift: randomly shifted partition of He §6 (name ``"privtree-shift"``).
       depth_cap: public depth cap; ``None`` uses ``default_depth_cap(n, d, ε)``.  At most
-        ``22·d``.
+        ``22·d`` and ``MAX_DEPTH`` (4096, the deepest data tree).
       reconstruction: ``"topdown"`` or ``"lp"`` (at most ``LP_MAX_LEAVES`` leaves, SciPy).
       placement: ``"center"`` or ``"uniform"`` (one point uniform in the leaf's box).
       capacity: node-table slots; ``None`` starts from the expected size and doubles for
@@ -257,6 +264,10 @@ class PrivTree(Mechanism):
                 f"depth_cap={cap} exceeds {MAX_BISECTIONS}·d = {MAX_BISECTIONS * d} "
                 f"({MAX_BISECTIONS} bisections per coordinate)"
             )
+        if cap > MAX_DEPTH:
+            raise ValueError(f"depth_cap={cap} exceeds the deepest data tree, {MAX_DEPTH} "
+                             f"levels (the default cap in d = {d} is at most "
+                             f"{MAX_DEPTH // d * d})")
         return cap
 
     def data_depth(self, n: int, d: int, eps) -> int:
@@ -265,8 +276,9 @@ class PrivTree(Mechanism):
             return 1
         return max(self.resolved_cap(n, d, float(e)) for e in np.atleast_1d(eps))
 
-    def plan(self, tree: DataTree, eps) -> engine.Plan:
-        """The engine plan for data ``tree`` and budgets ``eps`` [E]."""
+    def plan(self, tree: DataTree, eps, *, piece: int | None = None) -> engine.Plan:
+        """The engine plan for data ``tree`` and budgets ``eps`` [E]; ``piece``: nodes per
+        piece (``None``: ``PIECE``; see ``Mechanism.plan``)."""
         eps = np.asarray(eps, np.float64).ravel()
         n, d = tree.n, tree.d
         caps = np.array([self.resolved_cap(n, d, float(e)) for e in eps], np.int32)
@@ -281,7 +293,8 @@ class PrivTree(Mechanism):
         }
         static = TreeStatic(
             capacity=self.capacity or self._initial_capacity(tree, eps, caps),
-            piece=128, max_depth=L, dim=d, rule="privtree",
+            piece=PIECE if piece is None else check_positive_int(piece, "piece"),
+            max_depth=L, dim=d, rule="privtree",
             shifted=self.shift, uniform=self.placement == "uniform",
         )
         return tree_plan(
@@ -298,7 +311,7 @@ class PrivTree(Mechanism):
             tree = tree if tree.depth >= caps.max() else DataTree.build(tree.points, int(caps.max()))
         mean = max(expected_leaves(tree, float(e), int(c)) for e, c in zip(eps, caps))
         need = math.ceil(2 * (1.25 * mean + 6.0 * math.sqrt(mean) + 32.0))
-        need = 1 << (need - 1).bit_length()  # powers of two: nearby ε share a compilation
+        need = capacity_bucket(need, per_octave=1, minimum=1)  # nearby ε share a compilation
         return int(min(need, 2 ** min(int(caps.max()) + 1, 40)))
 
     def _retry(self, static: TreeStatic) -> TreeStatic:

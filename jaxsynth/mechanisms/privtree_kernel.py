@@ -32,10 +32,9 @@ import jax.numpy as jnp
 
 from jaxsynth.core import frontier
 from jaxsynth.core import keys as K
-from jaxsynth.core import noise
+from jaxsynth.core import noise, partition
 from jaxsynth.core.descent import child_boundary, child_boundary_search
 from jaxsynth.core.partition import WORD_BITS
-from jaxsynth.mechanisms.pmm_kernels import cell_side
 
 FIXED_POINT_BITS = 29
 """Data are truncated to 29 binary digits (``⌊x·2^29⌋``) for the shifted partition."""
@@ -113,7 +112,7 @@ def shifted_codes(fixed, bits, depth: int):
 
 def _boxes(lower, level, shift, d: int):
     """Boxes ``[a, b)`` [d, N] in Ω of cells ``(lower [d, N], level [N])`` (shift: ``Q ∩ (Ω+U) − U``)."""
-    side = cell_side(level[:, None], d).T
+    side = partition.cell_side(level[:, None], d, jnp).T
     if shift is None:
         return lower, lower + side
     u = shift[:, None]
@@ -216,28 +215,26 @@ def tree_kernel(static: TreeStatic, key, params, shared, token):
 
         def piece(i, state):
             dst, table, written, reached, cap_hits, overflow = state
-            start = i * P
-            parents = frontier.read(src, start, P)
-            valid = live & (start + jnp.arange(P) < count)
-            children, counts, (w0, w1) = frontier.expand(parents, j, boundary)
+            part = frontier.expand_piece(src, i, P, count, live, j, boundary)
+            parents, counts, both = part.parents, part.counts, part.valid
             lower = parents.extra["lower"]
-            upper = lower.at[j % d].add(jnp.exp2(-(j // d + 1).astype(jnp.float32)))
+            axis, side = partition.bisection(j, d)
+            upper = lower.at[axis].add(side)
             child_lower = jnp.concatenate([lower, upper], axis=-1)
-            both = jnp.concatenate([valid, valid])
             if window is not None:  # cells disjoint from the window are discarded
-                side = cell_side(child_level, d)[:, None]
+                side = partition.cell_side(child_level, d, jnp)[:, None]
                 inside = jnp.all(
                     (child_lower < window[1][:, None]) & (child_lower + side > window[0][:, None]),
                     axis=0,
                 )
                 both = both & inside
             test = split_test(counts.astype(jnp.float32), child_level.astype(jnp.float32),
-                              jnp.concatenate([w0, w1]))
+                              jnp.concatenate(part.words))
             test = frontier.barrier(test, token)
             at_cap = child_level >= cap
             splits = test & ~at_cap
             cap_hits = cap_hits + jnp.sum(both & test & at_cap, dtype=jnp.int32)
-            children = children._replace(extra={
+            children = part.children._replace(extra={
                 "lower": child_lower,
                 "index": jnp.concatenate([parents.extra["index"]] * 2),
             })

@@ -12,6 +12,8 @@ overflows a number format (``ν`` underflows to 0, the ``σ = ∞`` limit, only 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 SCHEDULES = ("uniform", "packing", "profile")
@@ -75,6 +77,16 @@ def pmm_budget(eps: float, adjacency: str) -> tuple[dict, float]:
     return {"epsilon": eps, "eps_levels": eps / 2.0, "eps_root": eps / 2.0}, 2.0 / eps
 
 
+def log2_product(*factors: float) -> float:
+    """``log2`` of a product of positive numbers, finite where the product overflows
+    (``ε = 1e308`` times ``n``): the product's own ``log2`` while it is finite (so no
+    result moves by a rounding), else the sum of the factors' ``log2``."""
+    product = math.prod(factors)
+    if math.isfinite(product):
+        return float(np.log2(product))
+    return float(sum(np.log2(f) for f in factors))
+
+
 def default_depth(eps: float, n: int) -> int:
     """Ambient-depth rule of Zare Moayedi et al. §7: ``r = ⌈log2(ε n)⌉`` (at least 1)."""
-    return max(1, int(np.ceil(np.log2(eps * n) - 1e-12)))
+    return max(1, int(np.ceil(log2_product(eps, n) - 1e-12)))

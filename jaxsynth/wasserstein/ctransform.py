@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxsynth.core import partition
-from jaxsynth.core.frontier import capacity_bucket
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.wasserstein.hostpass import GROUP, host_pass, pruning_margin
 
 __all__ = ["CHUNK", "PRUNE_ATOMS", "atom_bucket", "on_host", "pass_array", "pass_chunks",
@@ -199,7 +199,7 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     boxes, groups = keep.shape
     counts = keep.sum(axis=1)
     # widths: powers of two, at least MIN_WIDTH groups, all groups past half of them
-    width = np.maximum(MIN_WIDTH, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(int))
+    width = capacity_bucket(counts, per_octave=1, minimum=MIN_WIDTH)
     width = np.where(width * 2 > groups, groups, width)
     y_ext = jnp.concatenate([y, jnp.repeat(y[:1], GROUP, axis=0)])
     v_ext = jnp.concatenate([v, jnp.full(GROUP, lowest - 4 * diam - 1, v.dtype)])  # never best
@@ -207,7 +207,7 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     best = np.empty((boxes * BOX, k), np.int32)
     for w in np.unique(width):
         rows = np.flatnonzero(width == w)
-        padded = 1 << max(3, (len(rows) - 1).bit_length())
+        padded = capacity_bucket(len(rows), per_octave=1, minimum=8)
         ids = np.full((padded, w), groups, np.int32)
         if w == groups:
             ids[:] = np.arange(groups)
@@ -233,7 +233,7 @@ def point_chunks(points: np.ndarray, bucket: bool = False) -> np.ndarray:
     """Points [P, d] as float32 [C, CHUNK, d] (host), padded by repeating the first; with
     ``bucket``, C is a power of two (few shapes to compile for varying P)."""
     count = -(-len(points) // CHUNK)
-    count = 1 << max(0, count - 1).bit_length() if bucket else count
+    count = capacity_bucket(count, per_octave=1, minimum=1) if bucket else count
     padded = np.concatenate([points, np.repeat(points[:1], count * CHUNK - len(points), 0)])
     return padded.astype(np.float32).reshape(-1, CHUNK, points.shape[1])
 

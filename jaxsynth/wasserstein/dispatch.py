@@ -1,10 +1,12 @@
 """``w1`` (``js.w1``): W1 between the data and released synthetic measures.
 
-Every method is a ``W1Method`` of ``registry`` and runs through ``evaluate.Evaluation``,
-the router ``simulate`` uses too: ``"exact"`` (the ground metric's W1, certified to
-``rtol``), ``"tree"`` (exact tree-metric W1), ``"tree_upper"`` and ``"bracket"``
-(certified bounds), ``"exact1d"`` (d = 1) and ``"sinkhorn"`` (entropic, certified).
-The measure is validated once here (``core.measure.check_measure``).
+Every method is a ``W1Method`` (``Exact``, ``Tree``, ``TreeUpper``, ``Bracket``,
+``Exact1D``, ``Sinkhorn``: a frozen dataclass whose fields are its options) and runs
+through ``evaluate.Evaluation``, the router ``simulate`` uses too: ``"exact"`` (the ground
+metric's W1, certified to ``rtol``), ``"tree"`` (exact tree-metric W1), ``"tree_upper"``
+and ``"bracket"`` (certified bounds), ``"exact1d"`` (d = 1) and ``"sinkhorn"`` (entropic,
+certified).  A name with options builds its class (``method="exact", rtol=1e-3`` is
+``Exact(rtol=1e-3)``).  The measure is validated once here (``core.measure.check_measure``).
 
 Sweeps reuse the data preparation: pass ``prepare_w1(X, depth)`` (a ``TreeData``), the
 mechanism's ``DataTree`` or ``prepare_exact(X)`` instead of ``X``.  With ``levels=`` (the
@@ -17,36 +19,35 @@ from __future__ import annotations
 import numpy as np
 
 from jaxsynth.core.measure import LEVEL_FIELDS, check_measure
-from jaxsynth.core.partition import GROUND_METRICS
-from jaxsynth.wasserstein.evaluate import Evaluation, check_method
-from jaxsynth.wasserstein.exact import ExactData
+from jaxsynth.wasserstein.evaluate import Evaluation, check_method, check_metric, data_dimension
 from jaxsynth.wasserstein.method import Batch
-from jaxsynth.wasserstein.registry import METHODS
-from jaxsynth.wasserstein.tree import data_points
 
-__all__ = ["GROUND_METRICS", "METHODS", "w1"]
+__all__ = ["w1"]
 
 
-def w1(X, out, method: str = "exact", metric: str = "linf", levels=None, **options):
+def w1(X, out, method="exact", metric: str = "linf", levels=None, **options):
     """W1 between the data ``μ_X`` (weights ``1/n``) and synthetic measure(s) ``out``.
 
     Args:
-      X: [n, d] data in [0,1]^d, or a prepared ``TreeData`` (``prepare_w1``),
-        ``ExactData`` (``prepare_exact``, method ``"exact"`` only) or ``DataTree``.
+      X: [n, d] data in [0,1]^d (an array or a list of lists of real numbers, integers
+        included), or a prepared ``TreeData`` (``prepare_w1``), ``ExactData``
+        (``prepare_exact``, method ``"exact"`` only) or ``DataTree``.
       out: ``SyntheticMeasure``, possibly batched (points [..., M, d]).
-      method: a name of ``METHODS``: ``"exact"`` (default: the certified W1 of the whole
-        data set, the quantity the papers bound), ``"tree"``, ``"tree_upper"``,
-        ``"bracket"``, ``"exact1d"`` or ``"sinkhorn"``.
+      method: a configured method (``jaxsynth.wasserstein.Exact(rtol=1e-3)``, ``Tree()``,
+        ``TreeUpper()``, ``Bracket()``, ``Exact1D()``, ``Sinkhorn()``) or its name:
+        ``"exact"`` (default: the certified W1 of the whole data set, the quantity the
+        papers bound), ``"tree"``, ``"tree_upper"``, ``"bracket"``, ``"exact1d"`` or
+        ``"sinkhorn"``.
       metric: ground metric ``"linf"`` (default, as in Zare Moayedi et al., arXiv
         2609.33363, §7) or ``"l2"``.
       levels: NOT PRIVATE level statistics of ``out`` (the ``NotPrivateDiagnostics`` of
         ``release_batch(..., diagnostics=True)``, or a dict of ``LEVEL_FIELDS``
         [*out.batch_shape, L+1]); the tree methods then read them instead of the atoms.
-      **options: the method's options (``registry.REGISTRY[method].options``): ``rtol``,
-        ``clusters`` (exact); ``batch_size`` (tree, tree_upper, bracket); ``n_directions``
-        (>= 1 random directions beyond the axes), ``seed`` (bracket); those of
-        ``w1_sinkhorn`` and ``group`` (sinkhorn; with ``key``, flat replicate ``i``
-        subsamples with ``jax.random.fold_in(key, i)``).
+      **options: with a method's name, its options (the fields of its class): ``rtol``,
+        ``clusters``, ``stacked`` (exact); ``batch_size`` (tree, tree_upper, bracket);
+        ``n_directions``, ``seed`` (bracket); ``rtol``, ``subsample``, ``key``, ...,
+        ``group`` (sinkhorn; with ``key``, flat replicate ``i`` subsamples with
+        ``jax.random.fold_in(key, i)``).
 
     Returns:
       float64 NumPy array of shape ``out.batch_shape`` (0-d when unbatched); for methods
@@ -55,23 +56,17 @@ def w1(X, out, method: str = "exact", metric: str = "linf", levels=None, **optio
     Raises:
       ValueError: naming the argument for bad data, a bad measure (weights negative,
         NaN, or not summing to 1), an unknown method, metric or option (listing the
-        accepted ones), a bad option value, ``exact1d`` with ``d ≠ 1``, ``levels`` of
-        the wrong shape, or leaves that are not a tree.
+        accepted ones), a bad option value, options beside a configured method,
+        ``exact1d`` with ``d ≠ 1``, ``levels`` of the wrong shape, or leaves that are
+        not a tree.
     """
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-    if isinstance(metric, (list, tuple)) or metric not in GROUND_METRICS:
-        hint = "; W1 methods are chosen with method=" if metric in METHODS else ""
-        raise ValueError(f"metric must be one of {GROUND_METRICS} (the ground metric); got "
-                         f"{metric!r}{hint}")
-    chosen, options = check_method(method, options, metric)
-    if isinstance(X, ExactData) and method != "exact":
-        raise ValueError(f"X: an ExactData serves method='exact' only; got method={method!r}")
-    d = (X.X if isinstance(X, ExactData) else data_points(X)).shape[1]
+    chosen = check_method(method, options)
+    metric = check_metric(metric, "method")
+    d = data_dimension(X)
     points, weights, leaf_depth, shift = check_measure(out, d, mass=True)
     batch = Batch(d, points, weights, leaf_depth, shift, _levels(levels, out.batch_shape),
                   [(i,) for i in range(len(weights))])
-    values = Evaluation.build(X, [(chosen, options)], metric).evaluate(batch)
+    values = Evaluation.build(X, [chosen], metric).evaluate(batch)
     result = tuple(np.asarray(values[c], np.float64).reshape(out.batch_shape)
                    for c in chosen.columns)
     return result if len(result) > 1 else result[0]

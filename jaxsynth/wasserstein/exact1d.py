@@ -1,11 +1,15 @@
-"""Exact 1-D Wasserstein-1 distance by the CDF formula ``W1 = ∫|F − G|``.
+"""Exact 1-D Wasserstein-1 distance by the CDF formula ``W1 = ∫|F − G|``: the one 1-D code.
 
-After one joint sort of the ``n + m`` support points ``z_(1) ≤ … ≤ z_(n+m)``,
+Data ``x`` (weights ``1/n``) sorted once and atoms ``v`` (weights ``b``) are merged into
+one sorted support ``z_(1) ≤ … ≤ z_(n+m)`` by binary searches, and
 
     W1 = Σ_k |D_k| (z_(k+1) − z_(k)),      D_k = Σ_{l ≤ k} s_(l),
 
-with ``s`` the signed weights (``+a_i`` for ``μ``, ``−b_j`` for ``ν``); ties contribute
-intervals of length zero.  ``O((n+m) log(n+m))``, static shapes, jittable, vmappable.
+with ``s`` the signed weights (``+1/n`` for the data, ``−b_j`` for the atoms); ties
+contribute intervals of length zero.  ``O(n + m log m)`` per measure.  One code, two
+array libraries (``xp``): JAX in float32 (jitted and vmapped on the device: the ``exact1d``
+method and the bracket's projections) and NumPy in float64 (``line_w1``: the exact
+method's ``d = 1`` route, whose certificate needs float64).
 
 Float32 accuracy without 64-bit mode: each signed weight is split exactly as
 ``hi + lo`` with ``hi`` on the grid ``2^-21`` (partial sums of the ``hi`` parts are
@@ -19,9 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxsynth.core.validate import check_data
-
-__all__ = ["w1_exact1d", "wasserstein_1d"]
+__all__ = ["line_w1", "w1_against_sorted"]
 
 
 _GRID_BITS = 21
@@ -30,141 +32,99 @@ _GRID_BITS = 21
 hence exact in float32 (24-bit significand) in any summation order."""
 
 
-def _exact_split(s):
+def _exact_split(xp, s):
     """Split ``s = hi + lo`` exactly, ``hi`` on the ``2^-21`` grid and ``|lo| ≤ 2^-22``."""
-    hi = jnp.round(s * 2.0**_GRID_BITS) * 2.0**-_GRID_BITS
+    hi = xp.round(s * 2.0**_GRID_BITS) * 2.0**-_GRID_BITS
     return hi, s - hi
 
 
-def wasserstein_1d(u, u_weights, v, v_weights) -> jax.Array:
-    """Exact W1 between two weighted measures on the real line, ``∫ |F − G|``.
-
-    Pure JAX, static shapes: jit and vmap it freely.  Zero weights are allowed (padding).
-    Weights are normalised by their sums, as ``scipy.stats.wasserstein_distance`` does;
-    an all-zero weight vector gives NaN.
-
-    Args:
-      u: [n] support of the first measure.
-      u_weights: [n] non-negative weights of ``u``.
-      v: [m] support of the second measure.
-      v_weights: [m] non-negative weights of ``v``.
-
-    Returns:
-      Scalar array, the W1 distance, in the floating dtype of the inputs.  Accurate to a
-      few float32 ulps of relative error in float32 (see the module docstring).
-    """
-    dtype = jnp.result_type(u, u_weights, v, v_weights, jnp.float32)
-    u, u_weights, v, v_weights = (jnp.asarray(a, dtype) for a in (u, u_weights, v, v_weights))
-    q_u = u_weights / jnp.sum(u_weights)
-    q_v = v_weights / jnp.sum(v_weights)
-    z = jnp.concatenate([u, v])
-    order = jnp.argsort(z)
-    s = jnp.concatenate([q_u, -q_v])[order]
-    return _integral(z[order], order < u.shape[0], *_exact_split(s))
-
-
-def _integral(z, is_u, hi, lo):
+def _integral(xp, z, is_u, hi, lo):
     """``∫|F − G|`` from the merged sorted support ``z`` and signed weights ``hi + lo``.
 
     ``hi`` on the ``2^-21`` grid and ``|lo| ≤ 2^-22`` (``_exact_split``; ``+`` for u).
     """
     s = hi + lo
-    # cumsum(hi) is exact; the small lo parts are summed in float32, so the CDF difference
-    # is accurate to about one float32 rounding of its value.
-    hi_u, lo_u = jnp.where(is_u, hi, 0.0), jnp.where(is_u, lo, 0.0)
+    # cumsum(hi) is exact; the small lo parts are summed with rounding, so the CDF
+    # difference is accurate to about one rounding of its value.
+    hi_u, lo_u = xp.where(is_u, hi, 0.0), xp.where(is_u, lo, 0.0)
     # The rounded totals leave Σ q_u = 1 + δ_u; rescaling each CDF by 1/(1 + δ) to first
-    # order removes this systematic drift (|δ| ~ 1e-7, so the δ² remainder is negligible).
-    excess_u = (jnp.sum(hi_u) - 1.0) + jnp.sum(lo_u)
-    excess_v = (-jnp.sum(hi - hi_u) - 1.0) - jnp.sum(lo - lo_u)
-    mass_u = jnp.cumsum(jnp.where(is_u, s, 0.0))
-    mass_v = jnp.cumsum(jnp.where(is_u, 0.0, -s))
-    cdf_diff = jnp.cumsum(hi) + (jnp.cumsum(lo) - excess_u * mass_u + excess_v * mass_v)
-    return jnp.sum(jnp.abs(cdf_diff[:-1]) * jnp.diff(z))
+    # order removes this systematic drift (|δ| ~ 1e-7 in float32: the δ² remainder is
+    # negligible).
+    excess_u = (xp.sum(hi_u) - 1.0) + xp.sum(lo_u)
+    excess_v = (-xp.sum(hi - hi_u) - 1.0) - xp.sum(lo - lo_u)
+    mass_u = xp.cumsum(xp.where(is_u, s, 0.0))
+    mass_v = xp.cumsum(xp.where(is_u, 0.0, -s))
+    cdf_diff = xp.cumsum(hi) + (xp.cumsum(lo) - excess_u * mass_u + excess_v * mass_v)
+    return xp.sum(xp.abs(cdf_diff[:-1]) * xp.diff(z))
 
 
-def w1_against_sorted(x_sorted, v, v_weights):
-    """``wasserstein_1d`` of equal-weight data ``x_sorted`` [n] (sorted once) and atoms [m].
-
-    Same value as ``wasserstein_1d``, without a joint sort of ``n + m`` floats: the atoms
-    ``v ≥ 0`` are sorted as their IEEE bit patterns (a single-key integer sort, which
-    orders non-negative floats), then merged with the data by binary searches (ties put
-    atoms first; tied points bound intervals of length zero).
-
-    Args:
-      x_sorted: [n] float32 data in increasing order.
-      v: [m] float32 non-negative atoms; v_weights: [m] non-negative weights.
-    """
-    n, m = x_sorted.shape[0], v.shape[0]
-    v = jnp.maximum(v.astype(jnp.float32), 0.0)  # −0.0 has the sign bit: make it +0.0
-    keys = jax.lax.bitcast_convert_type(v, jnp.uint32)
-    sorted_keys = jnp.sort(keys)
-    rank = jnp.searchsorted(sorted_keys, keys, side="left")
-    v_sorted = jax.lax.bitcast_convert_type(sorted_keys, jnp.float32)
-    # tied atoms share a slot: their weights are merged exactly (hi parts on the 2^-21
-    # grid add without rounding; the small lo parts are what float32 rounds)
-    w_hi, w_lo = _exact_split(v_weights / jnp.sum(v_weights))
-    hi_sorted = jnp.zeros(m, jnp.float32).at[rank].add(w_hi)
-    lo_sorted = jnp.zeros(m, jnp.float32).at[rank].add(w_lo)
-    data_at = jnp.arange(n) + jnp.searchsorted(v_sorted, x_sorted, side="right")
-    atom_at = jnp.arange(m) + jnp.searchsorted(x_sorted, v_sorted, side="left")
-    d_hi, d_lo = _exact_split(jnp.full(n, 1.0 / n, jnp.float32))
-    z = jnp.zeros(n + m, jnp.float32).at[data_at].set(x_sorted).at[atom_at].set(v_sorted)
-    hi = jnp.zeros(n + m, jnp.float32).at[data_at].set(d_hi).at[atom_at].set(-hi_sorted)
-    lo = jnp.zeros(n + m, jnp.float32).at[data_at].set(d_lo).at[atom_at].set(-lo_sorted)
-    is_u = jnp.zeros(n + m, bool).at[data_at].set(True)
-    return _integral(z, is_u, hi, lo)
+def _scatter(xp, size, index, values, dtype, add=False):
+    """``values`` written (or, ``add``, summed) at ``index`` of ``size`` zeros."""
+    if xp is np:
+        if add:
+            return np.bincount(index, values, size).astype(dtype)
+        out = np.zeros(size, dtype)
+        out[index] = values
+        return out
+    out = jnp.zeros(size, dtype).at[index]
+    return out.add(values) if add else out.set(values)
 
 
-@jax.jit
-def _w1_batched(x, x_weights, points, weights):
-    """``wasserstein_1d`` of data ``x`` [n] against every measure of a flat batch [B, M]."""
-    return jax.vmap(wasserstein_1d, in_axes=(None, None, 0, 0))(x, x_weights, points, weights)
+def _merged(xp, size, first, first_values, second, second_values, dtype):
+    """Two sets of values written at the disjoint positions ``first`` and ``second``."""
+    if xp is jnp:
+        return jnp.zeros(size, dtype).at[first].set(first_values).at[second].set(second_values)
+    out = np.zeros(size, dtype)
+    out[first], out[second] = first_values, second_values
+    return out
 
 
-def w1_exact1d(x, points, weights) -> jax.Array:
-    """Exact W1 between 1-D data (weights ``1/n``) and (a batch of) synthetic measures.
+def w1_against_sorted(x_sorted, v, v_weights, xp=jnp):
+    """Exact W1 between equal-weight data ``x_sorted`` [n] (sorted once) and atoms [m].
+
+    The atoms are sorted (on the device as their IEEE bit patterns: a single-key integer
+    sort, which orders non-negative floats), then merged with the data by binary searches
+    (ties put atoms first; tied points bound intervals of length zero).  Weights are
+    normalised by their sum, as ``scipy.stats.wasserstein_distance`` does.
 
     Args:
-      x: [n] or [n, 1] data inside [0, 1].
-      points: [..., M, 1] synthetic atoms; leading axes are batch axes.
-      weights: [..., M] non-negative weights summing to 1 (zero-weight padding allowed).
+      x_sorted: [n] data in increasing order.
+      v: [m] non-negative atoms; v_weights: [m] non-negative weights (zeros: padding).
+      xp: ``jax.numpy`` (float32; jit and vmap it freely) or ``numpy`` (float64, host).
 
     Returns:
-      [...] float32 W1 values, one per synthetic measure (a scalar array when unbatched).
-
-    Raises:
-      ValueError: naming the argument, if the data are not 1-D points in [0, 1], if
-        ``points`` is not [..., M, 1], or if ``weights`` does not match ``points`` or has
-        negative or non-finite entries.
+      the W1 distance, a scalar of that precision.
     """
-    x = np.asarray(x)
-    if x.ndim == 1:
-        x = x[:, None]
-    x = check_data(x, "x")
-    if x.shape[1] != 1:
-        raise ValueError(f"x must be 1-D data of shape (n,) or (n, 1); got d = {x.shape[1]}")
-    points = jnp.asarray(points, jnp.float32)
-    weights = jnp.asarray(weights, jnp.float32)
-    if points.ndim < 2 or points.shape[-1] != 1:
-        raise ValueError(
-            f"points must have shape (..., M, 1) for exact 1-D W1; got shape {points.shape}"
-        )
-    if weights.shape != points.shape[:-1]:
-        raise ValueError(
-            f"weights must have shape {points.shape[:-1]} to match points; got {weights.shape}"
-        )
-    if not isinstance(points, jax.core.Tracer) and not np.all(np.isfinite(points)):
-        raise ValueError("points contains NaN or inf")
-    if not isinstance(weights, jax.core.Tracer):
-        w = np.asarray(weights)
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("weights must be finite and non-negative")
-    batch_shape = weights.shape[:-1]
-    n = x.shape[0]
-    flat = _w1_batched(
-        jnp.asarray(x[:, 0], jnp.float32),
-        jnp.full((n,), 1.0 / n, jnp.float32),
-        points.reshape(-1, points.shape[-2]),
-        weights.reshape(-1, weights.shape[-1]),
-    )
-    return flat.reshape(batch_shape)
+    dtype = jnp.float32 if xp is jnp else np.float64
+    n, m = x_sorted.shape[0], v.shape[0]
+    x_sorted = xp.asarray(x_sorted, dtype)
+    v = xp.maximum(xp.asarray(v, dtype), 0.0)  # −0.0 has the sign bit: make it +0.0
+    if xp is jnp:
+        keys = jax.lax.bitcast_convert_type(v, jnp.uint32)
+        sorted_keys = jnp.sort(keys)
+        rank = jnp.searchsorted(sorted_keys, keys, side="left")
+        v_sorted = jax.lax.bitcast_convert_type(sorted_keys, jnp.float32)
+    else:
+        v_sorted = np.sort(v)
+        rank = np.searchsorted(v_sorted, v, side="left")
+    # tied atoms share a slot: their weights are merged exactly (hi parts on the 2^-21
+    # grid add without rounding; the small lo parts are what the arithmetic rounds)
+    w_hi, w_lo = _exact_split(xp, xp.asarray(v_weights, dtype) / xp.sum(v_weights))
+    hi_sorted = _scatter(xp, m, rank, w_hi, dtype, add=True)
+    lo_sorted = _scatter(xp, m, rank, w_lo, dtype, add=True)
+    data_at = xp.arange(n) + xp.searchsorted(v_sorted, x_sorted, side="right")
+    atom_at = xp.arange(m) + xp.searchsorted(x_sorted, v_sorted, side="left")
+    d_hi, d_lo = _exact_split(xp, xp.full(n, 1.0 / n, dtype))
+    z = _merged(xp, n + m, data_at, x_sorted, atom_at, v_sorted, dtype)
+    hi = _merged(xp, n + m, data_at, d_hi, atom_at, -hi_sorted, dtype)
+    lo = _merged(xp, n + m, data_at, d_lo, atom_at, -lo_sorted, dtype)
+    is_u = _scatter(xp, n + m, data_at, True, bool)
+    return _integral(xp, z, is_u, hi, lo)
+
+
+def line_w1(x, atoms, w) -> float:
+    """W1 on the line between the points ``x`` [n] (mass ``1/n`` each) and ``atoms`` [M] of
+    weights ``w``, in float64 on the host (``w1_against_sorted`` with NumPy); its rounding
+    is below ``(n + M + 1)·2^-50``."""
+    return float(w1_against_sorted(np.sort(np.asarray(x, np.float64)), np.asarray(atoms),
+                                   np.asarray(w), xp=np))

@@ -1,33 +1,33 @@
-"""The W1 method protocol, the batch of measures it evaluates, and the wing's one chunker.
+"""The W1 method base class, the batch of measures it evaluates, and its blocks of atoms.
 
-A W1 method (``W1Method``) is one object: the options it takes, the columns it writes
-and what each measures, ``prepare`` (once per data set), ``bytes_per_replicate`` (its
-memory per replicate in a sweep's chunk) and ``evaluate`` (a ``Batch`` of measures to
-one float64 array [B] per column).  ``registry.METHODS`` lists them, and
-``evaluate.Evaluation`` runs them for ``js.w1`` and ``simulate`` alike.
+A W1 method (``W1Method``) is a frozen dataclass whose fields are its options, checked
+when it is made (``Exact(rtol=1e-3)``; ``ValueError`` naming the option): the columns it
+writes and what each measures, ``prepare`` (once per data set), ``bytes_per_replicate``
+(its one memory model) and ``evaluate`` (a ``Batch`` of measures to one float64 array
+[B] per column).  ``registry.METHODS`` names them, and ``evaluate.Evaluation`` runs them
+for ``js.w1`` and ``simulate`` alike.
 
 A replicate's value never depends on its batch.  Methods on a replicate's atoms
 (``atom_blocks``) read its positive atoms in the canonical order
-(``core.measure.canonical_order``), cut to ``atom_width`` of its own count (the one
-bucket rule), in blocks of ``BLOCK`` replicates (``run_blocks``, the one chunker): one
-program per width, whatever the batch.  The tree W1 read from a kernel's level
-statistics is a sequential float64 sum per replicate.
+(``core.measure.canonical_atoms``), cut to ``atom_width`` of its own count (the one
+bucket rule), in blocks of ``BLOCK`` replicates (``core.batching.chunked``, the one
+chunker): one program per width, whatever the batch.  The tree W1 read from a kernel's
+level statistics is a sequential float64 sum per replicate.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxsynth.core.frontier import capacity_bucket
-from jaxsynth.core.measure import canonical_order
+from jaxsynth.core.batching import capacity_bucket, chunked
+from jaxsynth.core.measure import canonical_atoms
 
-__all__ = ["BLOCK", "Batch", "W1Method", "atom_blocks", "atom_width", "run_blocks"]
+__all__ = ["BLOCK", "Batch", "W1Method", "atom_blocks", "atom_count", "atom_width"]
 
 BLOCK = 16
 """Replicates per call of the methods on a replicate's atoms: a fixed shape."""
@@ -65,8 +65,9 @@ class Batch:
 
     @functools.cached_property
     def canonical(self):
-        """``(points, weights, counts)`` in the canonical order, on the device (once)."""
-        return canonical_order(jnp.asarray(self.points), jnp.asarray(self.weights))
+        """``(points [B, W, d], weights [B, W], counts [B])``: every replicate's positive
+        atoms in the canonical order (``core.measure.canonical_atoms``; host, once)."""
+        return canonical_atoms(self.points, self.weights)
 
     def keys(self, key) -> list | None:
         """One typed key per replicate: ``key`` with the replicate's ``key_path`` folded in."""
@@ -75,86 +76,85 @@ class Batch:
         return [functools.reduce(jax.random.fold_in, path, key) for path in self.key_path]
 
 
-@runtime_checkable
-class W1Method(Protocol):
+@dataclasses.dataclass(frozen=True)
+class W1Method:
     """A way of measuring W1 between the data and a batch of synthetic measures.
 
-    Attributes:
+    Subclasses are frozen dataclasses: their fields are the options, checked in
+    ``__post_init__`` (``ValueError`` naming the option).  The ground metric and the
+    measures are checked once, by the router (``evaluate``), before a method sees them.
+
+    Class attributes:
       name: the ``method=`` name.
-      options: accepted options and their defaults.
       columns: the columns it writes (``w1_*``), each with what it measures.
       needs_atoms: whether it reads the released atoms (otherwise the kernel's levels).
+      in_chunk: whether its memory model counts for every replicate of a sweep's chunk
+        (``evaluate.Evaluation.bytes_per_replicate``); ``False``: it sizes its own
+        batches from the model (the tree's vmapped chunks, the exact solver's threads,
+        Sinkhorn's solves one at a time).
     """
 
-    name: str
-    options: dict
-    columns: dict
-    needs_atoms: bool
+    name: ClassVar[str]
+    columns: ClassVar[dict]
+    needs_atoms: ClassVar[bool] = True
+    in_chunk: ClassVar[bool] = True
 
-    def check(self, options: dict, metric: str) -> dict:
-        """Validated options, defaults filled in; ``ValueError`` naming a bad one."""
+    @property
+    def options(self) -> dict:
+        """The options, by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def prepare(self, X, metric: str, options: dict) -> Any:
+    def _set(self, **values) -> None:
+        """Store checked (normalised) option values on the frozen object."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def prepare(self, X, metric: str) -> Any:
         """The data prepared once for every batch (``X`` validated [n, d], or the
         ``TreeData`` / ``DataTree`` / ``ExactData`` the user passed)."""
+        raise NotImplementedError
 
     def bytes_per_replicate(self, state, atom_bytes: float) -> float:
-        """Working memory per replicate beyond the release's own ``atom_bytes``."""
+        """The method's memory model: its working memory per replicate measured at once,
+        beyond the release's own ``atom_bytes`` (``tests/wasserstein/test_memory.py``
+        checks it against measured peaks)."""
+        raise NotImplementedError
 
-    def evaluate(self, state, batch: Batch, metric: str, options: dict) -> tuple:
+    def evaluate(self, state, batch: "Batch", metric: str) -> tuple:
         """One float64 array [B] per column, in ``columns`` order."""
+        raise NotImplementedError
 
 
-def run_blocks(fn: Callable, arrays, block: int):
-    """Apply a jitted batch function to ``arrays`` (leading axis B) in fixed-size blocks.
-
-    Every block has ``min(block, B)`` rows (the last padded by repeating its last row), so
-    one compilation serves every block; results are concatenated and trimmed to ``B``.
-    """
-    total = arrays[0].shape[0]
-    size = max(1, min(int(block), total))
-    outs = []
-    for start in range(0, total, size):
-        rows = np.minimum(np.arange(start, start + size), total - 1)
-        outs.append(fn(*(a[rows] for a in arrays)))
-    return jax.tree_util.tree_map(lambda *xs: jnp.concatenate(xs)[:total], *outs)
-
-
-def atom_width(count: int) -> int:
-    """Atom slots of a replicate with ``count`` positive atoms: a power of two, at least 64
-    (the wing's one rounding rule, ``frontier.capacity_bucket``, one value per octave)."""
-    return capacity_bucket(int(count), per_octave=1, minimum=64)
-
-
-@functools.partial(jax.jit, static_argnames=("width",))
-def _select(points, weights, counts, rows, width):
-    """Canonical replicates ``rows`` cut (or padded) to ``width`` slots each; slots past a
-    replicate's own atoms repeat its first atom with weight 0.  Exact."""
-    p, w, c = points[rows], weights[rows], counts[rows]
-    if width > w.shape[1]:
-        extra = width - w.shape[1]
-        p = jnp.concatenate([p, jnp.repeat(p[:, :1], extra, axis=1)], axis=1)
-        w = jnp.concatenate([w, jnp.zeros((w.shape[0], extra), w.dtype)], axis=1)
-    p, w = p[:, :width], w[:, :width]
-    pad = jnp.arange(width)[None] >= c[:, None]
-    return jnp.where(pad[..., None], p[:, :1], p), jnp.where(pad, jnp.zeros_like(w), w)
+def atom_width(count):
+    """Atom slots of a replicate with ``count`` positive atoms (an integer or an array):
+    a power of two, at least 64 (``batching.capacity_bucket``, one value per octave)."""
+    return capacity_bucket(count, per_octave=1, minimum=64)
 
 
 def atom_blocks(fn: Callable, batch: Batch) -> np.ndarray:
     """``fn(points [BLOCK, width, d], weights [BLOCK, width]) -> [BLOCK]`` of every
     replicate of ``batch`` on its own canonical atoms; float64 [B] on the host.
 
-    Replicates are grouped by ``atom_width`` of their positive-atom count and run through
-    ``run_blocks``: a replicate's value depends on its atoms alone.
+    Replicates are grouped by ``atom_width`` of their positive-atom count, cut (or
+    padded: slots past a replicate's atoms repeat its first atom with weight 0) to that
+    width and run in ``BLOCK``-replicate chunks: a replicate's value depends on its
+    atoms alone.
     """
-    points, weights, counts_dev = batch.canonical
-    counts = np.asarray(counts_dev)
-    widths = np.array([atom_width(c) for c in counts])
+    points, weights, counts = batch.canonical
+    widths = atom_width(counts)
     values = np.empty(len(counts), np.float64)
     for width in np.unique(widths):
         index = np.flatnonzero(widths == width)
         rows = np.concatenate([index, np.repeat(index[-1:], -len(index) % BLOCK)])  # full blocks
-        block = functools.partial(_select, points, weights, counts_dev, width=int(width))
-        raw = run_blocks(lambda r: fn(*block(r)), (jnp.asarray(rows, jnp.int32),), BLOCK)
+        extra = max(0, int(width) - weights.shape[1])
+        p = np.concatenate([points[rows], np.repeat(points[rows, :1], extra, axis=1)], axis=1)
+        w = np.pad(weights[rows], ((0, 0), (0, extra)))
+        raw = chunked(fn, (p[:, :width], w[:, :width]), BLOCK)
         values[index] = np.asarray(raw, np.float64)[: len(index)]
     return values
+
+
+def atom_count(atom_bytes: float, d: int) -> float:
+    """Atoms of a replicate whose release holds ``atom_bytes`` (an atom: ``d`` float32
+    coordinates, a float32 weight and an int32 depth)."""
+    return atom_bytes / (4.0 * (d + 2))

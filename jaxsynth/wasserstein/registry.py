@@ -12,14 +12,15 @@ from jaxsynth.wasserstein.methods.tree_upper import TreeUpper
 __all__ = ["GROUND", "METHODS", "REGISTRY", "certified_pairs", "column_descriptions"]
 
 REGISTRY = {
-    "exact": Exact(),
-    "tree": Tree(),
-    "tree_upper": TreeUpper(),
-    "bracket": Bracket(),
-    "exact1d": Exact1D(),
-    "sinkhorn": Sinkhorn(),
+    "exact": Exact,
+    "tree": Tree,
+    "tree_upper": TreeUpper,
+    "bracket": Bracket,
+    "exact1d": Exact1D,
+    "sinkhorn": Sinkhorn,
 }
-"""Every ``W1Method`` by its ``method=`` name."""
+"""Every ``W1Method`` class by its ``method=`` name (``method="exact", rtol=1e-3`` builds
+``Exact(rtol=1e-3)``)."""
 METHODS = tuple(REGISTRY)
 """The W1 methods: how W1 is measured (``method=``); ``metric=`` is the ground metric."""
 GROUND = "the ground metric's"

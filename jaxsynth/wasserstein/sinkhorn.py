@@ -12,40 +12,38 @@ The solve runs rounds of at most 500 momentum iterations on a decreasing ε sche
 (from ``0.01·diam`` towards ``lower/30``), certifying after every round and keeping the
 intersection of the rounds' brackets; ``w1_sinkhorn_batch`` runs many replicates'
 schedules side by side.  ott-jax 0.6.0 calls ``jax.interpreters.batching.is_vmappable``,
-moved in jax ≥ 0.9 (ott-jax issue #700): the alias is installed only around jaxsynth's
-own solves.  Float32, matrix products at "highest" precision (ott-jax issue #496).
-The schedule and the proofs are in ``docs/theory/w1-methods.md``.
+moved in jax ≥ 0.9: ``jaxsynth._compat.ott_batching`` installs the alias around
+jaxsynth's own solves only.  Float32, matrix products at "highest" precision (ott-jax
+issue #496).  The schedule and the proofs are in ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
-import numbers
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.interpreters import batching as _public_batching
 from ott.geometry import costs, geometry, pointcloud
 from ott.problems.linear import linear_problem
 from ott.solvers.linear import acceleration, sinkhorn
 
+from jaxsynth._compat import ott_batching
 from jaxsynth.core.keys import as_typed_key
-from jaxsynth.core.partition import GROUND_METRICS
 from jaxsynth.core.validate import check_data, check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket
+from jaxsynth.wasserstein.sinkhorn_limits import CHUNK_ELEMENTS, MOMENTUM_START
 
 __all__ = ["ChebyshevCost", "SinkhornW1", "w1_sinkhorn", "w1_sinkhorn_batch"]
 
 _EPS0_FRACTION = 0.01
 _EPS_PER_W1 = 1.0 / 30.0
-_MOMENTUM_START = 100
+_MOMENTUM_START = MOMENTUM_START
 _INNER_ITERATIONS = 10
 _MIN_THRESHOLD = 1e-6
-_CHUNK_ELEMENTS = 1 << 22
+_CHUNK_ELEMENTS = CHUNK_ELEMENTS
 _ROUND_ITERATIONS = 500
 _POLISH_ITERATIONS = 10
 _LOOSE_THRESHOLD = 1e-3
@@ -84,21 +82,6 @@ class SinkhornW1:
     converged: bool
     iterations: int
     epsilon: float
-
-
-@contextlib.contextmanager
-def _ott_batching_compat():
-    """Expose ``is_vmappable`` where ott-jax 0.6.0 looks for it, for this block only."""
-    if hasattr(_public_batching, "is_vmappable"):
-        yield
-        return
-    from jax._src.interpreters import batching as private_batching
-
-    _public_batching.is_vmappable = private_batching.is_vmappable
-    try:
-        yield
-    finally:
-        del _public_batching.is_vmappable
 
 
 def _sinkhorn_round_impl(
@@ -291,8 +274,9 @@ def w1_sinkhorn(
       total ``iterations`` and the final ``epsilon``.
 
     Raises:
-      ValueError: naming the argument for bad data, shapes, metric, ``rtol``,
-        ``subsample`` (not in ``1..n``, or without ``key``) or caps.
+      ValueError: naming the argument for bad data or shapes, or a ``subsample`` above
+        ``n`` or without ``key``.  The metric and the options are checked by the router
+        and the ``Sinkhorn`` method (``methods.sinkhorn``) before they reach the solve.
 
     The schedule is described in the module docstring.
     """
@@ -351,27 +335,15 @@ def w1_sinkhorn_batch(X, points, weights, *, keys=None, group: int | None = None
 
 def _checked(X, metric, rtol, subsample, max_iterations, max_stages, batch_size,
              online_threshold):
-    """Validated data and options shared by every replicate, or ``ValueError`` naming one."""
+    """Validated data and the options shared by every replicate (checked by the
+    ``Sinkhorn`` method that calls the solve: ``methods.sinkhorn``), or ``ValueError``
+    naming ``X`` or a ``subsample`` larger than the data."""
     x = check_data(X, "X")
-    if metric not in GROUND_METRICS:
-        raise ValueError(f"metric must be one of {GROUND_METRICS}; got {metric!r}")
-    if isinstance(rtol, bool) or not isinstance(rtol, numbers.Real) or not 0 < rtol < 1:
-        raise ValueError(f"rtol must be a number in (0, 1); got {rtol!r}")
-    options = dict(
-        metric=metric,
-        rtol=float(rtol),
-        max_iterations=check_positive_int(max_iterations, "max_iterations", _MOMENTUM_START + 1),
-        max_stages=check_positive_int(max_stages, "max_stages"),
-        batch_size=check_positive_int(batch_size, "batch_size"),
-        online_threshold=check_positive_int(online_threshold, "online_threshold"),
-        subsample=None,
-    )
-    if subsample is not None:
-        subsample = check_positive_int(subsample, "subsample")
-        if subsample > x.shape[0]:
-            raise ValueError(f"subsample must be at most n = {x.shape[0]}; got {subsample}")
-        options["subsample"] = subsample
-    return x, options
+    if subsample is not None and subsample > x.shape[0]:
+        raise ValueError(f"subsample must be at most n = {x.shape[0]}; got {subsample}")
+    return x, dict(metric=metric, rtol=float(rtol), subsample=subsample,
+                   max_iterations=max_iterations, max_stages=max_stages,
+                   batch_size=batch_size, online_threshold=online_threshold)
 
 
 @dataclasses.dataclass(eq=False)
@@ -500,7 +472,7 @@ def _solve(runs: list, group: int) -> None:
         live = [run for run in runs if run.advance()]
         if not live:
             return
-        with _ott_batching_compat(), jax.default_matmul_precision("highest"):
+        with ott_batching(), jax.default_matmul_precision("highest"):
             if group == 1:
                 for run in live:
                     f, g, n_iter, error = _sinkhorn_round(

@@ -8,13 +8,15 @@ Wasserstein Guarantees for Private Synthetic Measures" §2.3, §5, §6).  A node
 ``j`` hangs from its parent by an edge of weight ``w_j = (diam(j−1) − diam(j))/2``; the
 upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y)))/2``.
 
-Two routes give the same quantity.  ``tree_w1`` measures released atoms: data prepared
-once on the host (``prepare``: sorted Morton codes), atoms coded, sorted and merged into
-the data order on the device, one segment sum per level with positive weight; the
-atoms' cells must form an antichain (else ``TreeW1.valid`` is False).  ``levels_w1``
-weighs the level statistics a release kernel reports (``core.measure.LEVEL_FIELDS``,
-NOT PRIVATE).  The derivation, the leaf rules, the lemmas behind the merge and the
-proof of the upper bound are in ``docs/theory/w1-methods.md``.
+``levels_w1`` weighs level statistics (``core.measure.LEVEL_FIELDS``, NOT PRIVATE): a
+release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
+trees (the PMM family) are summed up their complete grid of cells (host, float64, no
+sort).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
+code's cell counts at every level); per replicate, on the device, the atoms are coded,
+sorted and placed between their neighbouring data codes by a binary search, and each
+level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
+must form an antichain (else ``TreeW1.valid`` is False).  Derivations, leaf rules,
+lemmas and the upper bound's proof: ``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
@@ -29,30 +31,40 @@ import numpy as np
 
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
-from jaxsynth.core.frontier import capacity_bucket
-from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, check_measure
+from jaxsynth.core.batching import capacity_bucket, chunked, device_memory, fitting_batch
+from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
-from jaxsynth.core.validate import check_data, check_positive_int
-from jaxsynth.wasserstein.method import run_blocks
+from jaxsynth.core.validate import check_data, memory_limit
 
 __all__ = [
     "TreeData",
     "TreeW1",
+    "bytes_per_replicate",
     "data_points",
     "levels_w1",
     "metric_tables",
     "prepare",
-    "tree_w1",
     "tree_w1_atoms",
 ]
 
 WORD_BITS = partition.WORD_BITS
 
-PIECE_BITS = 24
-"""Digits extracted per float-to-integer conversion (exact below 2^24 in float32)."""
-
 DEFAULT_BATCH_SIZE = 64
-"""Replicates per vmapped chunk (memory ~ batch_size × (n + M) × 60 bytes)."""
+"""Most replicates per vmapped chunk (fewer where ``bytes_per_replicate`` says so)."""
+ATOM_BYTES = 96
+"""Working memory of the kernel per atom of a replicate: its codes, weight, depth, sort
+keys, neighbours' split levels and the level's cells (``_replicate``; measured by
+``tests/wasserstein/test_memory.py``)."""
+CELL_BYTES = 5
+"""Memory per data code and level of a shifted replicate's own codes and level cells."""
+COMPLETE_DEPTH = 20
+"""Deepest balanced tree measured on its complete grid of cells (``_complete_tree``)."""
+COMPLETE_CELL_BYTES = 16
+"""Host memory per level-``r`` cell of a balanced replicate measured on its complete
+grid: its float64 cell masses and their sums up the levels (``_complete_levels``)."""
+COMPLETE_ATOM_BYTES = 16
+"""The same per atom slot: the positive atoms' float64 weights, Morton codes and
+histogram indices, in a batch's share of slots."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -65,12 +77,14 @@ class TreeData(PreparedData):
       words: [U, W] uint32 sorted distinct depth-``D`` Morton codes, ``W = ceil(D/32)``
         (padded by repeating the last code).
       counts: [U] int32 data points per code (0 on padding).
+      cells: [D + 1, U] int32 data points in each code's level-``j`` cell, every level.
     """
 
     X: np.ndarray
     depth: int
     words: np.ndarray
     counts: np.ndarray
+    cells: np.ndarray
 
     @property
     def points(self) -> np.ndarray:
@@ -146,15 +160,19 @@ def prepare(X, depth: int, size: int | None = None) -> TreeData:
     if isinstance(X, DataTree):
         if X.depth >= depth:
             depth = _check_depth(depth, X.points.shape[1])
-            words, counts = _unique_codes(_truncate(X.words, depth), size)
-            return TreeData(X=X.points, depth=depth, words=words, counts=counts)
+            return _tree_data(X.points, depth, _truncate(X.words, depth), size)
         X = X.points
     X = check_data(X, "X")
     depth = _check_depth(depth, X.shape[1])
     if X.shape[0] >= 2**31:
         raise ValueError(f"X has {X.shape[0]} points; at most 2^31 - 1 are supported")
-    words, counts = _unique_codes(partition.morton_words(X, depth), size)
-    return TreeData(X=X, depth=depth, words=words, counts=counts)
+    return _tree_data(X, depth, partition.morton_words(X, depth), size)
+
+
+def _tree_data(X, depth: int, words, size) -> TreeData:
+    words, counts = _unique_codes(words, size)
+    cells = np.asarray(_data_cells(words, counts, depth=depth))
+    return TreeData(X=X, depth=depth, words=words, counts=counts, cells=cells)
 
 
 def _split_level(a, b):
@@ -239,9 +257,10 @@ class TreeW1(NamedTuple):
     """Tree-metric W1 of a (batch of) synthetic measure(s); arrays of the batch shape.
 
     Attributes:
-      value: exact W1 in the partition's tree metric (float32 rounding).
+      value: exact W1 in the partition's tree metric (float32 level sums weighed in
+        float64).
       upper: ``value`` plus the within-leaf term, an upper bound on W1 in the metric
-        (float32 rounding; ``js.w1(..., method="tree_upper")`` adds a rounding margin).
+        (``js.w1(..., method="tree_upper")`` adds a rounding margin).
       valid: ``False`` where the kept leaves are not an antichain or an unbalanced tree
         left data outside every leaf (then ``value`` and ``upper`` are meaningless).
     """
@@ -251,16 +270,45 @@ class TreeW1(NamedTuple):
     valid: jax.Array
 
 
-def _replicate(tables, dwords, dcounts, points, weights, leaf_depth, shift, *, depth):
-    """Tree W1, upper bound and validity for one replicate (see the module docstring).
+def _cell_counts(dwords, dcounts, depth: int):
+    """Data points in the level-``j`` cell of each sorted data code, every ``j ≤ depth``:
+    int32 [depth + 1, U] (a segment sum per level over runs of equal ``j``-bit prefixes)."""
+    words = tuple(dwords[:, w] for w in range(dwords.shape[1]))
+    split = jnp.concatenate([jnp.array([-1]), _split_level(tuple(w[:-1] for w in words),
+                                                          tuple(w[1:] for w in words))])
+
+    def level(j):
+        cell = jnp.cumsum(split < j) - 1
+        total = jax.ops.segment_sum(dcounts, cell, dcounts.shape[0], indices_are_sorted=True)
+        return total[cell]
+
+    return jax.lax.map(level, jnp.arange(depth + 1))
+
+
+_data_cells = jax.jit(_cell_counts, static_argnames="depth")
+
+
+def _replicate(levels, count, dwords, dcounts, cells, points, weights, leaf_depth, shift, *,
+               depth):
+    """Level statistics and validity of one replicate's tree (module docstring).
 
     Args:
-      dwords: [U, W] uint32 sorted data codes; dcounts: [U] int32 multiplicities.
+      levels: [D] int32 the levels with ``w_j > 0`` first (``MetricTables.levels``);
+        count: how many.
+      dwords: [U, W] uint32 sorted data codes; dcounts: [U] int32 multiplicities; cells:
+        [D + 1, U] int32 their level cells' counts (``_cell_counts``), or ``None`` (then
+        computed here: a shifted replicate's data codes are its own).
       points: [M, d] float32; weights: [M]; leaf_depth: [M] int32.
       shift: [d] float32 partition shift ``U``, or ``None``.
-      tables: the ground metric (``metric_tables``).
+
+    Returns:
+      ``(level_gap [D + 1], leaf_mass [D + 1], valid)``: the ``core.measure.LEVEL_FIELDS``
+      a release kernel reports (``level_gap`` at the levels ``levels`` only).
     """
-    n_data, m = dcounts.shape[0], weights.shape[0]
+    size, m = dcounts.shape[0], weights.shape[0]
+    n = jnp.sum(dcounts)
+    if cells is None:
+        cells = _cell_counts(dwords, dcounts, depth)
     weights = weights / jnp.sum(weights)  # as exact1d and scipy: ν normalised to mass 1
     awords = morton_words_of_sum(
         jnp, points, 0.0 if shift is None else shift, depth, shift is not None
@@ -287,70 +335,85 @@ def _replicate(tables, dwords, dcounts, points, weights, leaf_depth, shift, *, d
     top = jnp.max(jnp.where(kept, lvl, -1))
     balanced = jnp.all(~kept | (lvl == top))
 
-    # kept_before[b]: kept atoms among sorted atoms 0..b-1; kept_at[r]: index of the r-th.
+    # Each kept atom against the previous kept atom: the antichain test, and the first
+    # atom of each leaf cell (kept atoms of one cell are consecutive).
     kept_before = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(kept, dtype=jnp.int32)])
-    kept_at = (
-        jnp.zeros(m + 1, jnp.int32).at[jnp.where(kept, kept_before[:-1], m)].set(jnp.arange(m))
-    )
-    n_kept = kept_before[m]
+    previous = jnp.zeros(m + 1, jnp.int32).at[jnp.where(kept, kept_before[:-1], m)].set(
+        jnp.arange(m))[jnp.clip(kept_before[:-1] - 1, 0, m - 1)]
+    exists = kept_before[:-1] > 0
+    split_kept = _split_level(awords, tuple(w[previous] for w in awords))
+    level_kept = lvl[previous]
+    nested = kept & exists & (split_kept >= jnp.minimum(level_kept, lvl)) & (level_kept != lvl)
+    leaf_start = kept & ~(exists & (level_kept == lvl) & (split_kept >= lvl))
 
-    def neighbour(ref, b, side):
-        """The last kept atom before sorted atom position ``b`` (side 0) or the first at or
-        after it (side 1): whether it exists, its split level with codes ``ref``, its depth."""
-        rank = kept_before[b] - 1 + side
-        atom = kept_at[jnp.clip(rank, 0, m - 1)]
-        split = _split_level(ref, tuple(w[atom] for w in awords))
-        return (rank >= 0) & (rank < n_kept), split, lvl[atom]
-
-    # Antichain: each kept atom against the previous kept atom.
-    exists, split, level = neighbour(awords, jnp.arange(m), 0)
-    nested = kept & exists & (split >= jnp.minimum(level, lvl)) & (level != lvl)
-
-    # Merge the sorted data into the atom order: atom i precedes data k iff rank_i <= k.
+    # The data next to each atom in code order; an atom's level-j cell holds data iff one
+    # of these two lies in it (the cell is an interval of the order), and then its count
+    # is that neighbour's level-j cell count.
     dwords = tuple(dwords[:, w] for w in range(dwords.shape[1]))
     rank = _count_less(dwords, awords)
-    before = jnp.cumsum(jnp.zeros(n_data + 1, jnp.int32).at[rank].add(1))[:n_data]
-    exists, split, left_level = neighbour(dwords, before, 0)
-    in_left = exists & (split >= left_level)
-    exists, split, right_level = neighbour(dwords, before, 1)
-    in_right = exists & (split >= right_level)
-    data_depth = jnp.where(in_left, left_level, jnp.where(in_right, right_level, top))
-    orphan = ~in_left & ~in_right & (dcounts > 0)
-    valid = ~jnp.any(nested) & (balanced | ~jnp.any(orphan))
+    right, left = jnp.minimum(rank, size - 1), jnp.maximum(rank - 1, 0)
+    s_right = jnp.where(rank < size, _split_level(awords, tuple(w[right] for w in dwords)), -1)
+    s_left = jnp.where(rank > 0, _split_level(awords, tuple(w[left] for w in dwords)), -1)
 
-    n = jnp.sum(dcounts).astype(jnp.float32)
-    within = 0.5 * (
-        jnp.sum(dcounts * tables.diam[jnp.clip(data_depth, 0, depth)]) / n
-        + jnp.sum(jnp.where(kept, wt, 0.0) * tables.diam[jnp.clip(lvl, 0, depth)])
-    )
+    def data_in_cell(j):
+        return jnp.where(s_right >= j, cells[j, right], jnp.where(s_left >= j, cells[j, left], 0))
 
-    # Merged order: data k at k + before[k], atom i at i + rank[i].
-    size = n_data + m
-    source = (
-        jnp.zeros(size, jnp.int32)
-        .at[jnp.arange(n_data) + before]
-        .set(jnp.arange(n_data))
-        .at[jnp.arange(m) + rank]
-        .set(n_data + jnp.arange(m))
-    )
-    mwords = tuple(jnp.concatenate([dw, aw])[source] for dw, aw in zip(dwords, awords))
-    mass = jnp.concatenate([dcounts / n, -wt])[source]
-    entry_depth = jnp.concatenate([data_depth, jnp.where(kept, lvl, -1)])[source]
-    msplit = jnp.concatenate(
-        [jnp.array([-1]), _split_level(tuple(w[:-1] for w in mwords), tuple(w[1:] for w in mwords))]
-    )
+    # Leaves: each leaf cell's data (once), the data outside every leaf (orphans: at the
+    # deepest level of a balanced tree; in an unbalanced one, a malformed output).
+    at = jnp.clip(lvl, 0, depth)
+    in_leaf = jnp.where(leaf_start, data_in_cell(at), 0)
+    orphans = n - jnp.sum(in_leaf)
+    valid = ~jnp.any(nested) & (balanced | (orphans == 0))
+    data_leaf = jax.ops.segment_sum(in_leaf, at, depth + 1).at[jnp.maximum(top, 0)].add(orphans)
+    leaf_mass = data_leaf / n + jax.ops.segment_sum(jnp.where(kept, wt, 0.0), at, depth + 1)
 
-    def level_term(i, total):  # only levels with w_j > 0 (ℓ∞ skips d - 1 of every d)
-        j = tables.levels[i]
-        cell = jnp.cumsum(msplit < j) - 1
-        cell_mass = jax.ops.segment_sum(
-            jnp.where(entry_depth >= j, mass, 0.0), cell, size, indices_are_sorted=True
-        )
-        return total + tables.weight[i] * jnp.sum(jnp.abs(cell_mass))
+    def level_gap(i, gap):  # Σ over the level-j nodes of T (cells holding a leaf at ≥ j)
+        j = levels[i]
+        cell = jnp.cumsum(split_prev < j) - 1
+        node = kept & (lvl >= j)
+        nu = jax.ops.segment_sum(jnp.where(node, wt, 0.0), cell, m, indices_are_sorted=True)
+        has = jax.ops.segment_max(node, cell, m, indices_are_sorted=True)
+        mu = jax.ops.segment_max(data_in_cell(j), cell, m, indices_are_sorted=True)
+        mu = jnp.where(has, mu, 0)
+        # a balanced tree's empty leaves: the data outside the atoms' cells, at every level
+        empty = jnp.where(balanced & (j <= top), (n - jnp.sum(mu)) / n, 0.0)
+        return gap.at[j].set(jnp.sum(jnp.where(has, jnp.abs(mu / n - nu), 0.0)) + empty)
 
-    value = jax.lax.fori_loop(0, tables.count, level_term, jnp.zeros((), jnp.float32))
+    gap = jax.lax.fori_loop(0, count, level_gap, jnp.zeros(depth + 1, jnp.float32))
     scale = 1.0 if shift is None else 2.0
-    return TreeW1(scale * value, scale * (value + within), valid)
+    return scale * gap, scale * leaf_mass, valid
+
+
+def _complete_levels(counts, points, weights, leaf_depth, *, depth):
+    """Level statistics of balanced replicates (``_balanced``): each one's complete tree of
+    depth ``top`` (its positive atoms' depth, at most ``depth``), from cell masses at
+    level ``depth`` summed pairwise up the levels (the two children of a level-``j`` cell
+    are consecutive in Morton order).  Host NumPy in float64, the whole batch at once.
+
+    Args:
+      counts: [2^depth] data points per level-``depth`` cell, in Morton order.
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M] (zero-weight atoms add
+        nothing).
+
+    Returns:
+      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], valid [B])`` as
+      ``_replicate``.
+    """
+    batch, size = weights.shape[0], 2**depth
+    rows, atoms = np.nonzero(weights > 0)  # every replicate has one (check_measure)
+    mass = weights[rows, atoms].astype(np.float64)
+    mass /= np.bincount(rows, mass, batch)[rows]
+    top = leaf_depth[np.arange(batch), np.argmax(weights > 0, axis=1)]  # balanced: one depth
+    cells = (partition.morton_words(points[rows, atoms].astype(np.float64), depth)[:, 0]
+             >> np.uint32(WORD_BITS - depth)) if depth else np.zeros(len(rows), np.uint32)
+    diff = counts / counts.sum() - np.bincount(rows * size + cells, mass,
+                                               batch * size).reshape(batch, size)
+    gap = np.zeros((batch, depth + 1))
+    for j in range(depth, 0, -1):
+        gap[:, j] = np.where(j <= top, np.abs(diff).sum(axis=1), 0.0)
+        diff = diff[:, 0::2] + diff[:, 1::2]
+    leaf_mass = np.where(np.arange(depth + 1) == top[:, None], 2.0, 0.0)  # all data, atoms
+    return gap, leaf_mass, np.ones(batch, bool)
 
 
 @functools.cache
@@ -358,53 +421,44 @@ def _chunk_kernel(depth: int, shifted: bool):
     """Jitted ``_replicate`` vmapped over a chunk; data shared unless shifted."""
     kernel = functools.partial(_replicate, depth=depth)
     if shifted:
-        return jax.jit(jax.vmap(kernel, in_axes=(None, 0, 0, 0, 0, 0, 0)))
-    return jax.jit(
-        jax.vmap(
-            lambda t, dw, dc, p, w, lv: kernel(t, dw, dc, p, w, lv, None),
-            in_axes=(None, None, None, 0, 0, 0),
-        )
-    )
+        return jax.jit(jax.vmap(
+            lambda lv, c, dw, dc, p, w, ld, u: kernel(lv, c, dw, dc, None, p, w, ld, u),
+            in_axes=(None, None, 0, 0, 0, 0, 0, 0)))
+    return jax.jit(jax.vmap(
+        lambda lv, c, dw, dc, cells, p, w, ld: kernel(lv, c, dw, dc, cells, p, w, ld, None),
+        in_axes=(None, None, None, None, None, 0, 0, 0)))
 
 
-def compact_atoms(points, weights, leaf_depth, keep):
-    """Move the atoms marked ``keep`` [B, M] to the front and cut the padding.
+def _balanced(weights, leaf_depth) -> bool:
+    """Whether every replicate is balanced with inert zero-weight atoms: its positive
+    atoms at one depth ``r``, its zero-weight ones at ``r`` or at the root (engine
+    padding).  Host NumPy."""
+    positive = weights > 0
+    top = np.max(np.where(positive, leaf_depth, -1), axis=1, keepdims=True)
+    return bool(np.all(np.where(positive, leaf_depth == top,
+                                (leaf_depth == top) | (leaf_depth == 0))))
 
-    The new atom count is ``frontier.capacity_bucket`` of the largest kept count (so
-    sweeps see few distinct shapes); slots beyond a replicate's kept atoms repeat its
-    first kept atom with weight 0.  Returns the arrays unchanged when nothing is saved.
-    """
-    count = keep.sum(axis=1)
-    size = capacity_bucket(int(count.max(initial=1)))
-    if size >= weights.shape[1]:
-        return points, weights, leaf_depth
-    order = np.argsort(~keep, axis=1, kind="stable")[:, :size]
-    points = np.take_along_axis(points, order[..., None], axis=1)
-    weights = np.take_along_axis(weights, order, axis=1)
-    leaf_depth = np.take_along_axis(leaf_depth, order, axis=1)
-    pad = np.arange(size)[None] >= count[:, None]
-    return (
-        np.where(pad[..., None], points[:, :1], points),
-        np.where(pad, 0.0, weights).astype(weights.dtype),
-        np.where(pad, leaf_depth[:, :1], leaf_depth),
-    )
+
+def _cell_histogram(data: TreeData, depth: int) -> np.ndarray:
+    """Data points per level-``depth`` cell, in Morton order ([2^depth] float64)."""
+    cells = data.words[:, 0] >> np.uint32(WORD_BITS - depth) if depth else np.zeros(1, np.uint32)
+    return np.bincount(cells, data.counts, minlength=2**depth)
 
 
 def _drop_inert_atoms(points, weights, leaf_depth):
     """Drop zero-weight atoms when every replicate is balanced (PMM-family outputs).
 
-    A replicate is balanced here when its positive atoms share one depth ``r`` and its
-    zero-weight atoms sit at depth ``r`` or at the root (engine padding).  Its
-    tree is then the complete depth-``r`` tree whatever zero-weight atoms exist (root
-    padding is ignored, depth-``r`` ones are empty leaves), so dropping them changes
-    nothing but the work.  Unbalanced trees keep every atom: zero-mass leaves matter.
+    A balanced replicate's tree (``_balanced``) is the complete depth-``r`` tree whatever
+    zero-weight atoms exist (root padding is ignored, depth-``r`` ones are empty leaves),
+    so dropping them changes nothing but the work.  Unbalanced trees keep every atom:
+    zero-mass leaves matter.  The new atom count is ``batching.capacity_bucket`` of the
+    largest positive count (``core.measure.positive_atoms``, host NumPy).
     """
-    positive = weights > 0
-    top = np.max(np.where(positive, leaf_depth, -1), axis=1, keepdims=True)
-    level_ok = np.where(positive, leaf_depth == top, (leaf_depth == top) | (leaf_depth == 0))
-    if not level_ok.all():
+    width = capacity_bucket(int((weights > 0).sum(axis=1).max(initial=1)))
+    if width >= weights.shape[1] or not _balanced(weights, leaf_depth):
         return points, weights, leaf_depth
-    return compact_atoms(points, weights, leaf_depth, positive)
+    weights, points, leaf_depth, _ = positive_atoms(weights, points, leaf_depth, width=width)
+    return points, weights, leaf_depth
 
 
 def _shifted_data(data: TreeData, shift: np.ndarray):
@@ -416,44 +470,28 @@ def _shifted_data(data: TreeData, shift: np.ndarray):
     return np.stack([w for w, _ in per_rep]), np.stack([c for _, c in per_rep])
 
 
-def tree_w1(data, out, metric: str = "linf", *, batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
-    """Exact tree-metric W1 between data and a (batch of) synthetic measure(s).
-
-    Args:
-      data: a ``TreeData`` from ``prepare`` (depth ≥ the deepest leaf of ``out``), or
-        data [n, d] or a ``DataTree``, prepared on the fly to ``out``'s deepest leaf.
-      out: ``SyntheticMeasure`` with points [..., M, d]; ``out.info["shift"]`` [..., d]
-        marks a shifted partition.
-      metric: ``"linf"`` or ``"l2"`` cell diameters.
-      batch_size: replicates per vmapped chunk (memory control; results do not depend on it).
-
-    Returns:
-      ``TreeW1`` of jax arrays with shape ``out.batch_shape``.
-    """
-    if metric not in partition.GROUND_METRICS:
-        raise ValueError(f"metric must be one of {partition.GROUND_METRICS}; got {metric!r}")
-    batch_size = check_positive_int(batch_size, "batch_size")
-    points, weights, leaf_depth, shift = check_measure(out, data_points(data).shape[1])
-    result = tree_w1_atoms(data, points, weights, leaf_depth, shift, metric, batch_size)
-    return TreeW1(*(r.reshape(out.batch_shape) for r in result))
-
-
 def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
-                  batch_size: int = DEFAULT_BATCH_SIZE) -> TreeW1:
-    """``tree_w1`` of validated flat arrays (``core.measure.check_measure``'s output).
+                  batch_size: int | None = None) -> TreeW1:
+    """Exact tree-metric W1 between data and a batch of synthetic measures (validated
+    flat arrays: ``core.measure.check_measure``'s output).
 
     Args:
-      data: a ``TreeData``, or data [n, d] / a ``DataTree`` prepared here to the deepest leaf.
-      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] or ``None``.
-      metric: the ground metric.
-      batch_size: replicates per vmapped chunk.
+      data: a ``TreeData`` (depth ≥ the deepest leaf), or data [n, d] / a ``DataTree``
+        prepared here to the deepest leaf.
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] partition
+        shifts, or ``None``.
+      metric: the ground metric (checked by the router).
+      batch_size: replicates per vmapped chunk (``None``: as many as fit
+        ``device_memory()`` under ``bytes_per_replicate``, at most
+        ``DEFAULT_BATCH_SIZE``); the values do not depend on it.
 
     Returns:
-      ``TreeW1`` of [B] jax arrays.
+      ``TreeW1`` of float64 [B] (``levels_w1`` of the replicates' level statistics).
 
     Raises:
       ValueError: when a ``TreeData`` is shallower than the deepest leaf.
     """
+    points, weights, leaf_depth = (np.asarray(a) for a in (points, weights, leaf_depth))
     d = points.shape[-1]
     deepest = int(leaf_depth.max(initial=0))
     if not isinstance(data, TreeData):
@@ -463,15 +501,57 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
             f"X was prepared to depth {data.depth} but out has leaves at depth {deepest}; "
             f"prepare(X, depth>={deepest})"
         )
+    if shift is None and deepest <= COMPLETE_DEPTH and _balanced(weights, leaf_depth):
+        size = batch_size or fitting_batch(_complete_bytes(deepest, weights.shape[1]),
+                                           memory_limit(), len(weights))
+        gap, leaf, valid = chunked(
+            functools.partial(_complete_levels, _cell_histogram(data, deepest), depth=deepest),
+            (points, weights, leaf_depth), size)
+    else:
+        gap, leaf, valid = _tree_levels(data, points, weights, leaf_depth, shift, metric,
+                                        batch_size)
+    tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
+    return TreeW1(tree, upper, np.asarray(valid))
+
+
+def _tree_levels(data: TreeData, points, weights, leaf_depth, shift, metric, batch_size):
+    """Level statistics of any trees (``_replicate``), on the device in vmapped chunks."""
     points, weights, leaf_depth = _drop_inert_atoms(points, weights, leaf_depth)
-    shared = (metric_tables(data.depth, d, metric),)
+    tables = metric_tables(data.depth, points.shape[-1], metric)
+    shared = (tables.levels, tables.count)
     if shift is None:
-        shared, per_rep = shared + (jnp.asarray(data.words), jnp.asarray(data.counts)), ()
+        shared, per_rep = shared + (data.words, data.counts, data.cells), ()
     else:
         per_rep = _shifted_data(data, shift) + (shift,)
     kernel = _chunk_kernel(data.depth, shift is not None)
     arrays = per_rep[:2] + (points, weights, leaf_depth) + per_rep[2:]
-    return TreeW1(*run_blocks(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size))
+    if batch_size is None:
+        batch_size = fitting_batch(
+            _replicate_bytes(data, weights.shape[1], shift is not None), device_memory(),
+            DEFAULT_BATCH_SIZE)
+    return chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size)
+
+
+def bytes_per_replicate(data, atom_bytes: float) -> float:
+    """The tree W1's memory model: working memory per replicate measured from its atoms
+    (``atom_bytes`` of release), for data ``data`` (an array, ``TreeData`` or
+    ``DataTree``); the route from the level statistics needs none."""
+    d = data_points(data).shape[1]
+    return _replicate_bytes(data, atom_bytes / (4.0 * (d + 2)), False)
+
+
+def _complete_bytes(depth: int, atoms: float) -> float:
+    """``_complete_levels``' memory model, per replicate."""
+    return COMPLETE_CELL_BYTES * 2**depth + COMPLETE_ATOM_BYTES * atoms
+
+
+def _replicate_bytes(data, atoms: float, shifted: bool) -> float:
+    """``ATOM_BYTES`` per atom; a shifted replicate holds its own data codes and their
+    level cells (``CELL_BYTES`` per code and level)."""
+    if not shifted:
+        return ATOM_BYTES * atoms
+    n, depth = data_points(data).shape[0], getattr(data, "depth", MAX_BITS_PER_COORDINATE)
+    return ATOM_BYTES * atoms + CELL_BYTES * n * (depth + 1)
 
 
 def levels_w1(levels, d: int, metric: str):

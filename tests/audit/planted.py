@@ -2,7 +2,8 @@
 
 Each is a subclass of a real mechanism config whose ``plan`` plants one bug through the
 kernels' audit hooks (``DenseStatic.noise`` / ``rule``, ``TreeStatic.split``) or the plan's
-parameters; ``jaxsynth.audit.audit`` must flag every one at the claimed ε.
+parameters (the plan's options, e.g. the auditor's ``piece`` and ``transcript``, pass
+through); ``jaxsynth.audit_mechanism`` must flag every one at the claimed ε.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ class HalvedNoisePMM(PMM):
 
     name = "pmm [planted: halved noise]"
 
-    def plan(self, tree, eps):
-        plan = super().plan(tree, eps)
+    def plan(self, tree, eps, **options):
+        plan = super().plan(tree, eps, **options)
         params = dict(plan.params, inv_sigma=plan.params["inv_sigma"] * 2,
                       inv_sigma0=plan.params["inv_sigma0"] * 2)
         return dataclasses.replace(plan, params=params)
@@ -58,8 +59,8 @@ class TruncatedLaplacePMM(PMM):
 
     name = "pmm [planted: truncated continuous Laplace]"
 
-    def plan(self, tree, eps):
-        return _with_static(super().plan(tree, eps), noise=truncated_noisy_count)
+    def plan(self, tree, eps, **options):
+        return _with_static(super().plan(tree, eps, **options), noise=truncated_noisy_count)
 
 
 def true_count_split(m, a, b, a_scaled, b_scaled, coin, c0, c1):
@@ -84,8 +85,8 @@ class TrueCountRulePMM(PMM):
 
     name = "pmm [planted: consistency reads true counts]"
 
-    def plan(self, tree, eps):
-        return _with_static(super().plan(tree, eps), rule=true_count_split)
+    def plan(self, tree, eps, **options):
+        return _with_static(super().plan(tree, eps, **options), rule=true_count_split)
 
 
 def unclamped_split(counts, level, word, lam, delta):
@@ -101,8 +102,8 @@ class NoClampPrivTree(PrivTree):
     def name(self) -> str:
         return super().name + " [planted: no clamp]"
 
-    def plan(self, tree, eps):
-        return _with_static(super().plan(tree, eps), split=unclamped_split)
+    def plan(self, tree, eps, **options):
+        return _with_static(super().plan(tree, eps, **options), split=unclamped_split)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +112,8 @@ class HalvedSensitivityAdaptive(AdaptivePrunedPMM):
 
     name = "adaptive-pruned-pmm [planted: halved sensitivity]"
 
-    def plan(self, tree, eps):
-        plan = super().plan(tree, eps)
+    def plan(self, tree, eps, **options):
+        plan = super().plan(tree, eps, **options)
         params = dict(plan.params, sensitivity=plan.params["sensitivity"] * 0.5)
         return dataclasses.replace(plan, params=params)
 

@@ -129,22 +129,25 @@ def test_command_prints_the_audit_table(capsys):
     assert "[1/1] pmm: pass" in printed.err
 
 
-def test_old_entry_point_names_the_new_one():
+def test_the_audit_package_is_a_plain_package():
+    import types
+
     import jaxsynth
     import jaxsynth.audit as audit_package
 
-    assert audit_package.audit_table is jaxsynth.audit.audit_table  # a module again
-    with pytest.raises(TypeError, match="audit_mechanism"):
-        jaxsynth.audit(jaxsynth.PMM(), 1.0)
+    assert type(audit_package) is types.ModuleType and not callable(audit_package)
+    assert audit_package.audit_table is jaxsynth.audit.audit_table
+    assert audit_package.audit_mechanism is jaxsynth.audit_mechanism  # the named function
 
 
 @pytest.mark.parametrize("args, message", [
     (["--replicates", "10"], "--replicates must be >= 200"),
     (["--confidence", "0"], "--confidence must be a number strictly between 0 and 1"),
-    (["--eps", "inf"], "--eps must be finite"),
+    (["--eps", "inf"], "argument --eps: expected a number, finite; got 'inf'"),
     (["--mechanism", "foo"], "unknown mechanism 'foo'"),
     (["--seed", "-2"], "--seed must be >= 0"),
-    (["--replicates", "many"], "invalid int value"),
+    (["--replicates", "many"], "argument --replicates: expected an integer; got 'many'"),
+    (["--replicates", "1e12"], "argument --replicates: expected an integer; got '1e12'"),
     (["--mechanism", "adaptive-pruned-pmm", "--depth", "2"], "--depth does not apply"),
 ])
 def test_command_refuses_bad_options_in_one_line(capsys, args, message):

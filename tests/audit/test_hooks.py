@@ -1,7 +1,7 @@
 """The kernels' audit hooks: defaults change nothing, the transcript is the true one.
 
 ``DenseStatic.noise`` / ``rule`` / ``transcript`` (and ``TreeStatic.split``) exist for the
-privacy auditor; with the real functions passed explicitly the release must be
+privacy auditor (the transcript through the plan's ``transcript`` option); with the real functions passed explicitly the release must be
 identical, and the transcript must equal an independent per-node recomputation of the
 noisy counts from the key schedule (``jaxsynth.core.keys``).  That the defaults leave
 every release bit-identical is what ``tests/mechanisms`` checks.
@@ -52,9 +52,9 @@ def test_transcript_is_the_noisy_counts_of_every_node():
     R = 3
     plan = _pmm_plan(R)
     ref = engine.run(plan, KEYS, host=True)
-    static = dataclasses.replace(plan.static, transcript=True)
-    with_transcript = dataclasses.replace(plan, static=static,
-                                          info_fields=plan.info_fields + ("transcript",))
+    with_transcript = js.PMM(depth=R).plan(DataTree.build(X, R), np.array([0.5, 2.0]),
+                                           transcript=True)
+    assert with_transcript.static.transcript
     out = engine.run(with_transcript, KEYS, host=True)
     transcript = out.pop("transcript")
     _same(ref, out)  # the release is unchanged
@@ -85,3 +85,11 @@ def test_transcript_is_the_noisy_counts_of_every_node():
 def test_hook_defaults(field):
     static = js.PMM(depth=2).plan(DataTree.build(X, 2), np.array([1.0])).static
     assert getattr(static, field) in (None, False, "proportional")
+
+
+def test_only_the_dense_engine_records_a_transcript():
+    tree = DataTree.build(X, 3)
+    with pytest.raises(ValueError, match="transcript"):
+        js.PrunedPMM(depth=3, engine="sparse").plan(tree, np.array([1.0]), transcript=True)
+    with pytest.raises(ValueError, match="transcript"):
+        js.PMM(depth=3).plan(tree, np.array([1.0]), transcript="yes")

@@ -141,7 +141,51 @@ def test_edge_weights(d, metric):
         assert 2 * w[lca + 1 :].sum() == pytest.approx(diam[lca] - diam[depth], rel=1e-12)
 
 
-def test_device_tree_and_cache():
+@pytest.mark.parametrize("level, d", [(7, 3), (12, 1), (40, 2)])
+def test_device_geometry_is_the_host_cells(level, d):
+    """``lower_corners`` from planar bits and from path words, and ``cell_side`` on the
+    device, against the host's cells (``leaf_index_to_cells``, ``cell_lower_corner``,
+    ``cell_side``: exact float64).  Equal while a coordinate has at most 12 bisections;
+    beyond, XLA's float32 ``exp2`` falls a few ulps short of the power of two on a CPU, so
+    the tolerance there is 8 float32 ulps, relative."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxsynth.core.frontier import path_bit
+
+    count = 64
+    planar = np.random.default_rng(level).integers(0, 2**min(level, 62), count)
+    planar[:2] = (0, 2**min(level, 62) - 1)
+    bits = (planar[:, None] >> np.arange(level)) & 1  # [N, level]: b_t at column t
+    cells = np.zeros((count, d), np.int64)
+    for t in range(level):  # b_t is the (t//d + 1)-th digit of coordinate t mod d
+        cells[:, t % d] = 2 * cells[:, t % d] + bits[:, t]
+    host = partition.cell_lower_corner(cells, level)
+    words = np.zeros((level // 32 + 1, count), np.uint32)
+    for t in range(level):
+        words[t // 32] |= (bits[:, t].astype(np.uint32) << np.uint32(31 - t % 32))
+
+    @jax.jit
+    def device(planar_hi, planar_lo, path):
+        def planar_bit(t):
+            return jnp.where(t < 31, (planar_lo >> jnp.minimum(t, 30)) & 1,
+                             (planar_hi >> jnp.clip(t - 31, 0, 30)) & 1)
+
+        from_planar = partition.lower_corners(planar_bit, level, d, count)
+        from_path = partition.lower_corners(lambda t: path_bit(path, t), jnp.int32(level),
+                                            d, count)
+        return from_planar, from_path, partition.cell_side(jnp.int32(level), d, jnp)
+
+    lo, hi = (planar & (2**31 - 1)).astype(np.int32), (planar >> 31).astype(np.int32)
+    from_planar, from_path, side = map(np.asarray, device(hi, lo, jnp.asarray(words)))
+    np.testing.assert_array_equal(from_planar, from_path)
+    exact = partition.coordinate_resolution(level, d).max() <= 12
+    tolerance = 0.0 if exact else 8 * np.finfo(np.float32).eps
+    np.testing.assert_allclose(from_path, host, rtol=tolerance, atol=0)
+    np.testing.assert_allclose(side, partition.cell_side(level, d), rtol=tolerance, atol=0)
+
+
+def test_device_tree():
     rng = np.random.default_rng(3)
     tree = DataTree.build(rng.random((60, 3)), 40)
     dev = tree.device
@@ -150,10 +194,6 @@ def test_device_tree_and_cache():
     np.testing.assert_array_equal(np.asarray(dev.split), tree.split)
     np.testing.assert_array_equal(np.asarray(dev.table), tree.range_min_table)
     assert tree.device is dev
-    calls = []
-    value = tree.cached("k", lambda: calls.append(1) or np.arange(3))
-    assert tree.cached("k", lambda: calls.append(1) or None) is value and len(calls) == 1
-    assert tree.cached("other", lambda: 5) == 5
 
 
 def test_deep_codes_beyond_one_word():

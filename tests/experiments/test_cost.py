@@ -14,15 +14,20 @@ import pytest
 
 import jaxsynth as js
 from jaxsynth.experiments import cost
+from jaxsynth.experiments.execute import MEASURE_BATCH
+from jaxsynth.experiments.plan import Part
 from jaxsynth.experiments.sweep import simulate
 
 
 def test_estimate_is_chunks_of_release_plus_a_measurement_per_replicate():
-    ds = types.SimpleNamespace(label="x", n=100)
-    work = [(ds, [("m", None, list(range(10)))])]
-    # two budgets; chunks of 8 replicates: 20 replicates fill 3 chunks of 0.6 s each
-    timings = {("m", "x", 100): [cost.Timing(2.0, 0.6, 8, (1.0, 2.0), (0.1, 0.3))]}
-    table = cost.estimate(work, timings, [1.0, 2.0], most=40)
+    plan = types.SimpleNamespace(mechanisms=[("m", None)],
+                                 data=[types.SimpleNamespace(label="x", n=100)])
+    parts = [Part(0, 0, (1.0, 2.0), tuple(range(10)))]
+    # two budgets released together; chunks of 8 replicates: 20 replicates fill 3 chunks of
+    # 0.6 s each; compilation 1 s per budget
+    estimate = cost.Estimate({("m", "x", 100, 1.0): cost.Timing(1.0, 0.6, 8, 2, 0.1),
+                              ("m", "x", 100, 2.0): cost.Timing(1.0, 0.6, 8, 2, 0.3)})
+    table = estimate.table(plan, parts, most=40)
     release = 3 * 0.6 / 20
     assert table.release_seconds.tolist() == pytest.approx([release, release])
     assert table.seconds.tolist() == pytest.approx([10 * (release + 0.1), 10 * (release + 0.3)])
@@ -33,6 +38,7 @@ def test_estimate_is_chunks_of_release_plus_a_measurement_per_replicate():
     text = cost.describe(table)
     assert text.startswith("ESTIMATE") and "not a measurement" in text
     assert "compilation (measured, apart): 2.0 s" in text
+    assert cost.describe(estimate.table(plan, [])) == ""  # nothing to compute: no table
 
 
 def test_dry_run_computes_nothing(tmp_path):
@@ -47,12 +53,11 @@ def test_dry_run_computes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("seeds, warmup", [(6, True), (6, False), (40, True)])
-def test_a_sweep_keeps_the_calibrations_warm_run(seeds, warmup, monkeypatch):
-    # the calibration measures one batch of the first write cold, then warm; where the
-    # warm run measured the whole first write (at most MEASURE_BATCH seeds) it is the
-    # first write; else the calibration's batch is measured again by the sweep.
-    # The rows are bit for bit those of release_batch and js.w1 on the same keys
-    from jaxsynth.experiments import sweep
+def test_a_sweep_keeps_the_calibrations_rows(seeds, warmup, monkeypatch):
+    # the calibration releases and measures the first seeds (at most MEASURE_BATCH) once;
+    # they are the sweep's first rows, so every replicate is measured exactly once, and
+    # the estimate printed before the work is of the rest.  The rows are bit for bit those
+    # of release_batch and js.w1 on the same keys
     from jaxsynth.wasserstein.evaluate import Evaluation
 
     measured = []
@@ -62,12 +67,9 @@ def test_a_sweep_keeps_the_calibrations_warm_run(seeds, warmup, monkeypatch):
     X = js.datasets.load("spiral", n=400, key=1)
     eps = [0.5, 2.0]
     table = simulate(js.PMM(), X, eps=eps, seeds=seeds, warmup=warmup, key=7, progress=False)
-    batch = sweep.MEASURE_BATCH
-    calibrated = 0 if seeds <= batch else batch
-    assert sum(measured) == len(eps) * (min(seeds, batch) + seeds + calibrated)
-    # the estimate printed before the work is of what the calibration left
+    assert sum(measured) == len(eps) * seeds
     left = sum(row["replicates"] for row in table.attrs["estimate"])
-    assert left == (len(eps) * seeds if calibrated else 0)
+    assert left == len(eps) * max(0, seeds - MEASURE_BATCH)
     out = js.release_batch(7, js.PMM(), X, eps=eps, seeds=seeds)
     lower, upper = js.w1(X, out, method="exact")
     table = table.sort_values(["eps", "seed"])

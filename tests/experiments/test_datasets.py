@@ -261,8 +261,10 @@ def test_file_round_trips(tmp_path):
     np.testing.assert_array_equal(ds.load(tmp_path / "x.npy"), X)
     np.testing.assert_array_equal(ds.load(str(tmp_path / "x.npy"), n=50, d=2), X)
     np.savez(tmp_path / "xy.npz", first=X, second=Y)
-    np.testing.assert_array_equal(ds.load(tmp_path / "xy.npz"), X)
+    np.testing.assert_array_equal(ds.load(tmp_path / "xy.npz", array="first"), X)
     np.testing.assert_array_equal(ds.load(tmp_path / "xy.npz", array="second"), Y)
+    np.savez_compressed(tmp_path / "one.npz", only=Y)  # one array: no name needed
+    np.testing.assert_array_equal(ds.load(tmp_path / "one.npz"), Y)
     np.savetxt(tmp_path / "plain.csv", X, delimiter=",", fmt="%.17g")
     np.testing.assert_array_equal(ds.load(tmp_path / "plain.csv"), X)
     np.savetxt(tmp_path / "head.csv", X, delimiter=",", fmt="%.17g", header="x,y", comments="")
@@ -358,6 +360,61 @@ def test_missing_file_and_file_arguments(tmp_path):
     np.savez(tmp_path / "a.npz", a=np.full((3, 2), 0.5))
     with pytest.raises(ValueError, match="'b'"):
         ds.load(tmp_path / "a.npz", array="b")
+
+
+def test_an_archive_of_several_arrays_needs_the_name_of_one(tmp_path):
+    np.savez(tmp_path / "xy.npz", first=np.full((3, 2), 0.5), second=np.full((4, 2), 0.5))
+    with pytest.raises(ValueError, match=re.escape(
+            f"data file {tmp_path / 'xy.npz'} holds 2 arrays (first, second); name the one "
+            "to use: array='first' (on the command line, --data-array first)")):
+        ds.load(tmp_path / "xy.npz")
+
+
+def _declaring(path, shape, version=(1, 0), archive=False):
+    """A file whose ``.npy`` header declares ``shape`` (float64) above 64 bytes of data."""
+    import zipfile
+
+    header = {"descr": "<f8", "fortran_order": False, "shape": shape}
+    write = {(1, 0): np.lib.format.write_array_header_1_0,
+             (2, 0): np.lib.format.write_array_header_2_0}[version]
+    if archive:
+        with zipfile.ZipFile(path, "w") as z, z.open("x.npy", "w") as member:
+            write(member, header)
+            member.write(b"\0" * 64)
+    else:
+        with open(path, "wb") as f:
+            write(f, header)
+            f.write(b"\0" * 64)
+    return path
+
+
+@pytest.mark.parametrize("name, version, archive", [("big.npy", (1, 0), False),
+                                                    ("big2.npy", (2, 0), False),
+                                                    ("big.npz", (1, 0), True)])
+def test_a_file_declaring_more_than_the_memory_is_refused_before_it_is_read(
+        tmp_path, monkeypatch, name, version, archive):
+    # truth: 10^11 × 2 float64 values are 1.5 TiB (1.6e12 bytes), more than a quarter of a
+    # 8 GiB machine, read from the header alone (the file holds 64 bytes; reading it would
+    # allocate the declared size first)
+    from jaxsynth.core import validate
+
+    monkeypatch.setattr(validate, "host_memory", lambda: 8 * 2**30)
+    path = _declaring(tmp_path / name, (10**11, 2), version, archive)
+    with pytest.raises(ValueError, match=re.escape(
+            f"data file {path}: its array of shape (100000000000, 2) (declared in its header), "
+            "as float64, would take 1.5 TiB, more than the 2.0 GiB allowed")):
+        ds.load(path)
+    small = _declaring(tmp_path / ("small" + name), (8, 1), version, archive)
+    np.testing.assert_array_equal(ds.load(small), np.zeros((8, 1)))  # the header is all
+
+
+def test_a_generated_data_set_with_fewer_points_than_coordinates_names_n():
+    with pytest.raises(ValueError, match=re.escape(
+            "n: the data set 'uniform' would have fewer points than coordinates (n = 10, "
+            "d = 100); beyond d = 16, at least d points are needed: ask for n >= 100")):
+        ds.load("uniform", n=10, d=100)
+    assert ds.load("uniform", n=100, d=100).shape == (100, 100)  # n = d is enough
+    assert ds.load("uniform", n=3, d=16).shape == (3, 16)  # few coordinates: as it stands
 
 
 # --------------------------------------------------------------------------- rescaling

@@ -22,7 +22,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth.experiments.grid import data_sets
 from jaxsynth.experiments.sweep import simulate
-from jaxsynth.wasserstein.exact import canonical_atoms
+from jaxsynth.core.measure import canonical_atoms
 from jaxsynth.mechanisms.registry import depth_sweep, mechanism
 from jaxsynth.wasserstein import w1
 from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
@@ -165,12 +165,12 @@ def test_named_data_sets(table):
 
 
 def test_data_and_sizes_expand_in_order(X):
-    with pytest.raises(ValueError, match="does not match"):
-        data_sets(X, [200, 300], 0)
+    with pytest.raises(ValueError, match="exceeds the 300 points"):
+        data_sets(X, [200, 400], 0)
     sets = data_sets({"a": "spiral", "b": ("subspace", {"d": 3, "k": 2})}, [200, 500], 4)
     assert [(ds.label, ds.n, ds.data_key) for ds in sets] == [
         ("a", 200, 4), ("a", 500, 4), ("b", 200, 4), ("b", 500, 4)]
-    X3, _, s = sets[3].load()
+    X3, _, s = sets[3].load([js.PMM()], [1.0])
     assert X3.shape == (500, 3) and s == 2
     sets = data_sets([("subspace", {"d": 3, "k": 2}), X], None, 0)
     assert [(ds.label, ds.n) for ds in sets] == [("subspace(d=3,k=2)", 10_000), ("array", 300)]
@@ -193,7 +193,7 @@ def test_data_and_sizes_expand_in_order(X):
         (dict(metric=["exact", "bracket"]), "W1 methods are chosen with methods="),
         (dict(metrics=["tree"]), "metrics= is now methods="),
         (dict(ground="l2"), "ground= is now metric="),
-        (dict(n=[100]), "does not match"),
+        (dict(n=[1000]), "exceeds the 300 points"),
         (dict(out="table.json"), "out must end in .csv"),
         (dict(devices=99), "devices"),
         (dict(data=np.full((5, 2), 2.0)), "outside"),

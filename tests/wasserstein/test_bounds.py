@@ -1,4 +1,4 @@
-"""Certified bracket and the ``js.w1`` dispatcher.
+"""Certified bracket (``Bracket``) and the ``js.w1`` router.
 
 Truth is POT's exact ``ot.emd2`` on the ℓ∞ (``chebyshev``) or ℓ2 (``euclidean``) cost
 matrix in float64, and ``scipy.stats.wasserstein_distance`` in 1-D.  The bracket must
@@ -13,8 +13,8 @@ import pytest
 import scipy.stats
 
 import jaxsynth as js
-from jaxsynth.wasserstein import prepare_w1, w1
-from jaxsynth.wasserstein.bounds import bracket, directions, projection_lower
+from jaxsynth.wasserstein import Bracket, prepare_w1, w1
+from jaxsynth.wasserstein.bounds import directions
 from tests.wasserstein.test_tree import (
     DEPTH,
     N_DATA,
@@ -52,7 +52,7 @@ def test_bracket_contains_exact_w1(d, metric):
         rng = np.random.default_rng(100 * d + seed)
         X = make_data(rng, d)
         out = random_instances(rng, d)
-        lower, upper = bracket(prepare_w1(X, DEPTH, size=N_DATA), out, metric)
+        lower, upper = w1(prepare_w1(X, DEPTH, size=N_DATA), out, "bracket", metric)
         exact = exact_w1(X, out, metric)
         assert lower.shape == upper.shape == (6,)
         assert np.all(lower <= exact), (lower, exact)
@@ -76,32 +76,36 @@ def test_random_directions_never_loosen_the_bound():
     rng = np.random.default_rng(3)
     X = make_data(rng, 2)
     out = random_instances(rng, 2)
-    axes = projection_lower(X, out, "linf", n_directions=0)
-    more = projection_lower(X, out, "linf", n_directions=6)
+    axes, _ = w1(X, out, "bracket", "linf")  # ℓ∞ default: the axes alone
+    more, _ = w1(X, out, Bracket(n_directions=6), "linf")
     assert np.all(more >= axes)
     assert np.all(more <= exact_w1(X, out, "linf"))
 
 
-def test_bracket_passes_the_projection_options_on_and_refuses_unknown_ones():
+def test_bracket_by_name_and_options_is_the_configured_object_and_refuses_unknown_ones():
     rng = np.random.default_rng(3)
     X = make_data(rng, 2)
     out = random_instances(rng, 2)
-    lower, _ = bracket(X, out, "linf", n_directions=6, seed=2)
-    np.testing.assert_array_equal(
-        lower, projection_lower(X, out, "linf", n_directions=6, seed=2))
-    with pytest.raises(TypeError, match=r"\['n_direction'\].*batch_size and n_directions, seed"):
-        bracket(X, out, "linf", n_direction=6)
+    lower, upper = w1(X, out, "bracket", "linf", n_directions=6, seed=2)
+    configured = w1(X, out, Bracket(n_directions=6, seed=2), "linf")
+    np.testing.assert_array_equal(lower, configured[0])
+    np.testing.assert_array_equal(upper, configured[1])
+    with pytest.raises(ValueError, match=r"\['n_direction'\].*accepted: \['batch_size', "
+                                         r"'n_directions', 'seed'\]"):
+        w1(X, out, "bracket", "linf", n_direction=6)
+    with pytest.raises(ValueError, match="configured already"):
+        w1(X, out, Bracket(), "linf", seed=2)
 
 
 @pytest.mark.parametrize("d, metric", [(2, "linf"), (3, "linf"), (2, "l2"), (3, "l2")])
-def test_projection_lower_is_below_pot_and_is_the_best_projection(d, metric):
-    """``projection_lower`` with random directions: below POT's exact W1 on every
+def test_bracket_lower_end_is_below_pot_and_is_the_best_projection(d, metric):
+    """The bracket's lower end with random directions: below POT's exact W1 on every
     replicate, and equal (up to its documented margins, float32 rounding) to the largest
     scipy 1-D W1 of the data and atoms projected on ``directions`` (computed in float64)."""
     rng = np.random.default_rng(40 + d)
     X = make_data(rng, d)
     out = random_instances(rng, d)
-    lower = projection_lower(X, out, metric, n_directions=4, seed=3)
+    lower, _ = w1(X, out, Bracket(n_directions=4, seed=3), metric)
     exact = exact_w1(X, out, metric)
     assert lower.shape == (6,) and lower.dtype == np.float64
     assert np.all(lower <= exact), (lower, exact)
@@ -167,14 +171,14 @@ def test_dispatcher_sinkhorn_keys_per_replicate():
     """``key`` is folded with the flat replicate index: reproducible, and replicate i
     equals a direct ``w1_sinkhorn`` call with ``fold_in(key, i)`` on the same measure (its
     atoms in the canonical order, as every W1 method reads them)."""
-    from jaxsynth.core.measure import canonical_order
+    from jaxsynth.core.measure import canonical_atoms
     from jaxsynth.wasserstein.sinkhorn import w1_sinkhorn
 
     X, out = _sinkhorn_case()
     key = jax.random.key(0)
     sub = w1(X, out, "sinkhorn", subsample=N_DATA // 2, key=key)
     np.testing.assert_array_equal(sub, w1(X, out, "sinkhorn", subsample=N_DATA // 2, key=key))
-    points, weights, _ = jax.device_get(canonical_order(out.points, out.weights))
+    points, weights, _ = canonical_atoms(out.points, out.weights)
     direct = w1_sinkhorn(
         X, points[1], weights[1], subsample=N_DATA // 2, key=jax.random.fold_in(key, 1)
     )

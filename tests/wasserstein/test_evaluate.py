@@ -68,9 +68,11 @@ def test_js_w1_equals_simulate_bitwise_alone_and_in_a_shuffled_batch(sweeps, met
 
 
 def test_every_registered_method_states_its_columns_and_refuses_unknown_options():
+    """Every registered class is a W1Method (a frozen dataclass of its options)."""
     X = _data("tree")
     out = js.release(0, MECH, X, EPS)
-    for name, method in REGISTRY.items():
+    for name, kind in REGISTRY.items():
+        method = kind()  # a configured method, every option at its default
         assert isinstance(method, W1Method) and method.name == name
         assert method.columns and all(c.startswith("w1_") for c in method.columns)
         assert all(isinstance(text, str) and text for text in method.columns.values())

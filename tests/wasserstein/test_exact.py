@@ -15,7 +15,7 @@ import pytest
 
 import jaxsynth as js
 from jaxsynth.core import partition
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import SyntheticMeasure, canonical_atoms
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein.exact import levels, passes, simplex
@@ -194,7 +194,7 @@ def test_points_by_regions(metric, monkeypatch):
             data = prepare_exact(X, clusters)
             assert len(data.levels) == 2 and data.levels[0].size <= clusters
             for b, value in enumerate(exact):
-                p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
+                p, w = canonical_atoms(np.asarray(out.points[0, b]),
                                                 np.asarray(out.weights[0, b]))
                 with warnings.catch_warnings():  # the gap may miss rtol: not asserted
                     warnings.simplefilter("ignore")
@@ -328,7 +328,7 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
     with pytest.raises(ValueError, match="stacked"):
         w1_exact(data, points[:2], weights[:2], stacked="yes")
     with pytest.raises(ValueError, match="threads"):
-        exact_w1.w1_exact_replicate(data, *exact_w1.canonical_atoms(points[0], weights[0]),
+        exact_w1.w1_exact_replicate(data, *canonical_atoms(points[0], weights[0]),
                                     threads=0)
 
 
@@ -417,8 +417,8 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     assert len(data.levels) == 3 and np.isin(data.levels[0].starts, data.levels[1].starts).all()
     exact = truth(X, out.points[0], out.weights[0], metric)
     for b, value in enumerate(exact):
-        p, w = exact_w1.canonical_atoms(np.asarray(out.points[0, b]),
-                                        np.asarray(out.weights[0, b]))
+        p, w = canonical_atoms(np.asarray(out.points[0, b]),
+                               np.asarray(out.weights[0, b]))
         with warnings.catch_warnings():  # the regions' gap may miss rtol: not asserted
             warnings.simplefilter("ignore")
             low, up = exact_w1.w1_exact_replicate(data, p, w, metric)

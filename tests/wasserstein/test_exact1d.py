@@ -1,11 +1,14 @@
-"""Exact 1-D W1 against scipy.stats.wasserstein_distance in float64:
-``wasserstein_1d``, its batched front end ``w1_exact1d`` and ``w1_against_sorted`` (equal-
-weight sorted data against atoms, the kernel of the bracket's lower bound).
+"""The one 1-D code (``exact1d.w1_against_sorted``: equal-weight sorted data against
+weighted atoms) against scipy.stats.wasserstein_distance in float64, in its two array
+libraries (JAX float32, the ``exact1d`` method and the bracket's projections; NumPy
+float64, ``line_w1``, the exact method's d = 1 route), and the ``exact1d`` method through
+``js.w1``.
 
 Tolerance: the reference is scipy in float64 on the *same* float32 inputs, so input
 rounding is not counted; what is left is float32 arithmetic inside the JAX code, measured
 at <= 1.5e-7 relative (see the module docstring).  ``RTOL = 1e-6`` leaves a 6x margin; a
 plain float32 cumsum of the CDF difference fails it (measured 1.3e-5 at n = m = 2000).
+The NumPy route is float64: ``RTOL64 = 1e-12``.
 """
 
 import jax
@@ -14,9 +17,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxsynth.wasserstein.exact1d import w1_against_sorted, w1_exact1d, wasserstein_1d
+import jaxsynth as js
+from jaxsynth.wasserstein.exact1d import line_w1, w1_against_sorted
+from tests.wasserstein.test_tree import make_measure
 
 RTOL = 1e-6
+RTOL64 = 1e-12
 CASES = 16
 
 
@@ -50,33 +56,6 @@ def _random_case(rng, n, m, kind):
     "n,m,kind",
     [
         (1, 1, "plain"),
-        (1, 7, "plain"),
-        (9, 1, "zeros"),
-        (17, 23, "ties"),
-        (64, 64, "zeros"),
-        (300, 200, "plain"),
-        (2000, 2000, "close"),
-        (2000, 500, "ties"),
-    ],
-)
-def test_matches_scipy(n, m, kind):
-    rng = np.random.default_rng(n * 7919 + m)
-    cases = [_random_case(rng, n, m, kind) for _ in range(CASES)]
-    stacked = [np.stack(c) for c in zip(*cases)]
-    got = np.asarray(jax.jit(jax.vmap(wasserstein_1d))(*stacked))
-    ref = np.array([_scipy(*c) for c in cases])
-    assert got.dtype == np.float32
-    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=1e-9)
-    # batched (vmapped) results equal per-case results
-    single = jax.jit(wasserstein_1d)
-    for i in (0, CASES - 1):
-        np.testing.assert_allclose(float(single(*cases[i])), got[i], rtol=1e-6, atol=1e-9)
-
-
-@pytest.mark.parametrize(
-    "n,m,kind",
-    [
-        (1, 1, "plain"),
         (1, 9, "ties"),
         (9, 1, "zeros"),
         (17, 23, "ties"),
@@ -89,7 +68,7 @@ def test_matches_scipy(n, m, kind):
 def test_against_sorted_matches_scipy(n, m, kind):
     """``w1_against_sorted`` (equal-weight sorted data, atoms merged by binary search)
     equals scipy on the same float32 inputs: ties inside and across the two measures,
-    zero weights, several sizes; and equals ``wasserstein_1d``."""
+    zero weights, several sizes; in float64 (NumPy) to ``RTOL64``."""
     rng = np.random.default_rng(n * 31 + m)
     cases = [_random_case(rng, n, m, kind) for _ in range(CASES)]
     x = np.stack([np.sort(c[0]) for c in cases])
@@ -102,13 +81,17 @@ def test_against_sorted_matches_scipy(n, m, kind):
     ones = np.full(n, 1.0, np.float32)
     ref = np.array([_scipy(xi, ones, vi, wi) for xi, vi, wi in zip(x, v, vw)])
     np.testing.assert_allclose(got, ref, rtol=RTOL, atol=1e-9)
-    full = np.asarray(jax.jit(jax.vmap(wasserstein_1d))(x, np.broadcast_to(ones, x.shape), v, vw))
-    np.testing.assert_allclose(got, full, rtol=RTOL, atol=1e-9)
+    host = [w1_against_sorted(xi, vi, wi, xp=np) for xi, vi, wi in zip(x, v, vw)]
+    assert all(isinstance(h, np.float64) for h in host)
+    np.testing.assert_allclose(host, ref, rtol=RTOL64, atol=1e-15)
+    # line_w1 sorts its data itself (the exact method's route)
+    shuffled = x[0][np.random.default_rng(0).permutation(n)]
+    assert line_w1(shuffled, v[0], vw[0]) == pytest.approx(ref[0], rel=RTOL64, abs=1e-15)
 
 
 def test_against_sorted_heavy_atom_ties():
-    """20000 atoms on 16 values (as axis projections of cell centres tie): relative error
-    up to 2.3e-6 measured, while ``wasserstein_1d`` stays within ``RTOL`` on the same inputs."""
+    """20000 atoms on 16 values (as axis projections of cell centres tie): the tied atoms'
+    weights are merged exactly, and the values stay within ``RTOL`` of scipy."""
     rng = np.random.default_rng(5)
     n, m = 2000, 20000
     x = np.sort(np.float32(rng.random((8, n))), axis=1)
@@ -116,35 +99,38 @@ def test_against_sorted_heavy_atom_ties():
     w = np.float32(rng.random((8, m)))
     ones = np.ones(n, np.float32)
     ref = np.array([_scipy(xi, ones, vi, wi) for xi, vi, wi in zip(x, v, w)])
-    full = np.asarray(jax.jit(jax.vmap(wasserstein_1d))(x, np.broadcast_to(ones, x.shape), v, w))
-    np.testing.assert_allclose(full, ref, rtol=RTOL)
     got = np.asarray(jax.jit(jax.vmap(w1_against_sorted))(x, v, w))
     np.testing.assert_allclose(got, ref, rtol=RTOL)
+    host = [w1_against_sorted(xi, vi, wi, xp=np) for xi, vi, wi in zip(x, v, w)]
+    np.testing.assert_allclose(host, ref, rtol=RTOL64)
 
 
 def test_single_atoms_and_identity():
-    w1 = jax.jit(wasserstein_1d)
-    one = np.ones(1, np.float32)
-    assert float(w1(np.array([0.25]), one, np.array([0.875]), one)) == 0.625
+    w1 = jax.jit(w1_against_sorted)
+    assert float(w1(np.array([0.25], np.float32), np.array([0.875], np.float32),
+                    np.ones(1, np.float32))) == 0.625
     rng = np.random.default_rng(0)
-    u, uw, _, _ = _random_case(rng, 50, 50, "ties")
-    assert abs(float(w1(u, uw, u, uw))) < 1e-7
-    # zero-weight padding appended to one measure changes nothing
-    padded = w1(u, uw, np.r_[u, 0.0, 1.0], np.r_[uw, 0.0, 0.0])
+    u = np.sort(rng.integers(0, 8, 50) / 8.0).astype(np.float32)
+    uw = np.full(50, 1 / 50, np.float32)
+    assert abs(float(w1(u, u, uw))) < 1e-7
+    # zero-weight padding appended to the atoms changes nothing
+    padded = w1(u, np.r_[u, 0.0, 1.0].astype(np.float32), np.r_[uw, 0.0, 0.0].astype(np.float32))
     assert abs(float(padded)) < 1e-7
+    assert abs(line_w1(u[::-1], u, uw)) < 1e-12  # float32 weights: 0.02 is not 1/50
 
 
-def test_w1_exact1d_batched_matches_scipy():
+def test_exact1d_method_batched_matches_scipy():
     rng = np.random.default_rng(1)
-    x = rng.random(500)
+    x = rng.random((500, 1))
     batch = (3, 4)
     points = np.float32(rng.random(batch + (40, 1)))
     weights = rng.random(batch + (40,))
     weights[..., 30:] = 0.0  # padding
     weights = np.float32(weights / weights.sum(-1, keepdims=True))
-    got = np.asarray(w1_exact1d(x, points, weights))
-    assert got.shape == batch
-    x32 = np.float32(x)
+    out = make_measure(points, weights, np.full(batch + (40,), 8))
+    got = js.w1(x, out, "exact1d")
+    assert got.shape == batch and got.dtype == np.float64
+    x32 = np.float32(x[:, 0])
     ref = np.array(
         [
             _scipy(x32, np.full(500, 1.0 / 500), points[i, j, :, 0], weights[i, j])
@@ -153,33 +139,29 @@ def test_w1_exact1d_batched_matches_scipy():
         ]
     ).reshape(batch)
     np.testing.assert_allclose(got, ref, rtol=RTOL)
-    # [n, 1] data and an unbatched measure
-    one = np.asarray(w1_exact1d(x[:, None], points[1, 2], weights[1, 2]))
+    # an unbatched measure: the same value
+    one = js.w1(x, out[1, 2], js.wasserstein.Exact1D())
     assert one.shape == ()
-    np.testing.assert_allclose(one, got[1, 2], rtol=1e-6)
+    assert float(one) == got[1, 2]
 
 
 def test_composes_with_outer_jit_and_vmap():
     # the pure function composes with an outer jit over a leading batch of data sets
     rng = np.random.default_rng(2)
-    u = jnp.asarray(rng.random((2, 30)), jnp.float32)
+    u = jnp.sort(jnp.asarray(rng.random((2, 30)), jnp.float32), axis=1)
     w = jnp.full((2, 30), 1 / 30, jnp.float32)
-    out = jax.jit(jax.vmap(wasserstein_1d))(u, w, u[::-1], w)
+    out = jax.jit(jax.vmap(w1_against_sorted))(u, u[::-1], w)
     np.testing.assert_allclose(out[0], out[1], rtol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "x,points,weights,name",
-    [
-        (np.zeros((5, 2)), np.zeros((3, 1)), np.ones(3) / 3, "x"),
-        (np.full(5, 1.5), np.zeros((3, 1)), np.ones(3) / 3, "x"),
-        (np.zeros(5), np.zeros((3, 2)), np.ones(3) / 3, "points"),
-        (np.zeros(5), np.zeros(3), np.ones(3) / 3, "points"),
-        (np.zeros(5), np.full((3, 1), np.nan), np.ones(3) / 3, "points"),
-        (np.zeros(5), np.zeros((3, 1)), np.ones(4) / 4, "weights"),
-        (np.zeros(5), np.zeros((3, 1)), np.array([1.5, -0.5, 0.0]), "weights"),
-    ],
-)
-def test_bad_input_names_argument(x, points, weights, name):
+@pytest.mark.parametrize("x, name", [  # (d = 2 data: test_bounds, with a 2-D measure)
+    (np.full((5, 1), 1.5), "X"),
+    (np.full((5, 1), np.nan), "X"),
+])
+def test_bad_input_names_argument(x, name):
+    out = make_measure(np.zeros((3, 1)), np.ones(3) / 3, np.full(3, 2))
     with pytest.raises(ValueError, match=name):
-        w1_exact1d(x, points, weights)
+        js.w1(x, out, "exact1d")
+    with pytest.raises(ValueError, match="points"):
+        js.w1(np.zeros((5, 1)), make_measure(np.full((3, 1), np.nan), np.ones(3) / 3,
+                                              np.full(3, 2)), "exact1d")

@@ -15,6 +15,7 @@ import pytest
 import jaxsynth as js
 from jaxsynth.wasserstein import sinkhorn as sk
 from jaxsynth.wasserstein.sinkhorn import SinkhornW1, w1_sinkhorn
+from tests.wasserstein.test_tree import make_measure
 
 SLACK = 1e-5
 POT_METRIC = {"linf": "chebyshev", "l2": "euclidean"}
@@ -140,15 +141,6 @@ def test_online_mode_matches_dense_and_leaves_jax_unchanged():
     np.testing.assert_allclose([online.lower, online.upper], [dense.lower, dense.upper], rtol=1e-4)
 
 
-def test_compat_alias_is_scoped():
-    import jax.interpreters.batching as public
-
-    had = hasattr(public, "is_vmappable")
-    with sk._ott_batching_compat():
-        assert callable(public.is_vmappable)
-    assert hasattr(public, "is_vmappable") == had
-
-
 def test_same_shapes_compile_once():
     X, Y, w = _case("far", 200, seed=6)
     w1_sinkhorn(X, Y, w, metric="linf")
@@ -187,9 +179,8 @@ def test_identical_single_point():
 
 @pytest.mark.parametrize(
     "kwargs,name",
-    [
-        ({"metric": "l1"}, "metric"),
-        ({"rtol": 0.0}, "rtol"),
+    [  # the options are checked by the Sinkhorn method, the ground metric by the router
+        ({"rtol": 0.0}, "rtol"),  # (test_bounds); the data-dependent ones by the solve
         ({"rtol": -0.1}, "rtol"),
         ({"subsample": 11, "key": 0}, "subsample"),
         ({"subsample": 0, "key": 0}, "subsample"),
@@ -200,8 +191,12 @@ def test_identical_single_point():
 )
 def test_bad_options_name_argument(kwargs, name):
     X, Y, w = _case("far", 10)
+    out = make_measure(Y, w, np.full(len(w), 3))
     with pytest.raises(ValueError, match=name):
-        w1_sinkhorn(X, Y, w, **kwargs)
+        js.w1(X, out, "sinkhorn", **kwargs)
+    if name in ("subsample", "key") and kwargs.get("subsample") != 0:
+        with pytest.raises(ValueError, match=name):  # the solve's own check of the data
+            w1_sinkhorn(X, Y, w, **kwargs)
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,9 @@ import pytest
 import jaxsynth as js
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
-from jaxsynth.core.measure import SyntheticMeasure
+from jaxsynth.core.measure import SyntheticMeasure, check_measure
 from jaxsynth.experiments import datasets
-from jaxsynth.wasserstein import TreeData, prepare_w1, tree_w1, w1
+from jaxsynth.wasserstein import TreeData, prepare_w1, w1
 from jaxsynth.wasserstein import tree as T
 
 RTOL, ATOL = 1e-5, 1e-7
@@ -51,6 +51,14 @@ def make_measure(points, weights, leaf_depth, info=None) -> SyntheticMeasure:
         budget={"epsilon": jnp.ones(batch)},
         info=info or {},
     )
+
+
+def tree_w1(data, out, metric, batch_size=None) -> T.TreeW1:
+    """``tree.tree_w1_atoms`` of a measure's validated arrays (``check_measure``, as the
+    router validates them), batch shape kept."""
+    arrays = check_measure(out, T.data_points(data).shape[1])
+    result = T.tree_w1_atoms(data, *arrays, metric, batch_size)
+    return T.TreeW1(*(np.asarray(r).reshape(out.batch_shape) for r in result))
 
 
 def make_data(rng, d, n=N_DATA):
@@ -400,7 +408,7 @@ def test_bad_measures_raise(mutate, match):
     rng = np.random.default_rng(13)
     out = make_measure(*stack([balanced_replicate(rng, 2, 4, 5) for _ in range(2)]))
     with pytest.raises(ValueError, match=match):
-        tree_w1(make_data(rng, 2), mutate(out), "linf")
+        w1(make_data(rng, 2), mutate(out), "tree")
 
 
 def test_bad_arguments_raise():
@@ -408,9 +416,9 @@ def test_bad_arguments_raise():
     X = make_data(rng, 2)
     out = make_measure(*balanced_replicate(rng, 2, 6, 5))
     with pytest.raises(ValueError, match="metric"):
-        tree_w1(X, out, "l1")
+        w1(X, out, "tree", "l1")
     with pytest.raises(ValueError, match="depth"):
-        tree_w1(prepare_w1(X, 3), out, "linf")
+        w1(prepare_w1(X, 3), out, "tree")
     with pytest.raises(ValueError, match="depth"):
         prepare_w1(X, -1)
     with pytest.raises(ValueError, match="size"):

@@ -12,7 +12,6 @@ from jaxsynth.wasserstein.exact.certificate import pair_cost
 from jaxsynth.wasserstein.exact.levels import DEFAULT_CLUSTERS, ExactData, prepare_exact
 from jaxsynth.wasserstein.exact.solver import (
     DEFAULT_RTOL,
-    canonical_atoms,
     check_rtol,
     check_stacked,
     w1_exact,
@@ -23,7 +22,6 @@ __all__ = [
     "DEFAULT_CLUSTERS",
     "DEFAULT_RTOL",
     "ExactData",
-    "canonical_atoms",
     "check_rtol",
     "check_stacked",
     "pair_cost",

@@ -1,8 +1,9 @@
-"""The two ends of the certified pair: a coupling's cost (upper), W1 on the line.
+"""The upper end of the certified pair: a coupling's cost.
 
 ``coupling_upper`` prices the coupling of points a block plan stands for, in float64,
-widened by the solver's marginal round-off; ``line_w1`` is the exact d = 1 value.  The
-lower end (a c-transform over all atoms) is ``solver``'s, on ``ctransform.reduced_pass``.
+widened by the solver's marginal round-off (the exact d = 1 value is the one 1-D code's,
+``exact1d.line_w1``).  The lower end (a c-transform over all atoms) is ``solver``'s, on
+``ctransform.reduced_pass``.
 Derivations: ``docs/theory/exact-w1.md``.
 """
 
@@ -15,7 +16,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.numba_cache import kernel
 
-__all__ = ["arc_cost_sums", "cost_matrix", "coupling_upper", "line_w1", "pair_cost"]
+__all__ = ["arc_cost_sums", "cost_matrix", "coupling_upper", "pair_cost"]
 
 
 def pair_cost(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
@@ -85,13 +86,3 @@ def coupling_upper(data, level, atoms, weights, plan, metric):
     miss = (np.abs(np.bincount(rows, mass, level.size) - sizes / data.n).sum()
             + np.abs(np.bincount(cols, mass, len(weights)) - weights).sum())
     return cost * (1 + 2.0**-40) + float(partition.diameter(0, data.X.shape[1], metric)) * miss
-
-
-def line_w1(x, atoms, w) -> float:
-    """W1 on the line between the points ``x`` [n] (mass 1/n each) and atoms ``atoms``
-    [M] of weights ``w``: ``∫ |F − G|`` over the merged breakpoints, float64."""
-    values = np.concatenate([x, atoms])
-    mass = np.concatenate([np.full(len(x), 1.0 / len(x)), -w])
-    order = np.argsort(values, kind="stable")
-    gaps = np.diff(values[order])
-    return float(np.dot(np.abs(np.cumsum(mass[order])[:-1]), gaps))

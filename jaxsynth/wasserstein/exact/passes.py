@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.core.batching import capacity_bucket
 from jaxsynth.wasserstein import ctransform
 from jaxsynth.wasserstein.ctransform import CHUNK, PRUNE_ATOMS, reduced_block, reduced_pass
 
@@ -110,7 +111,7 @@ class BatchedPasses:
             for request in pending:
                 groups[request.key].append(request)
             for (_, shape, metric, k), group in groups.items():
-                most = 1 << max(0, (MAX_STACKED // (CHUNK * shape[0])).bit_length() - 1)
+                most = capacity_bucket(MAX_STACKED // (CHUNK * shape[0]), 1, 1, down=True)
                 for start in range(0, len(group), most):
                     _run_stack(group[start:start + most], metric, k)
             if stop:
@@ -120,7 +121,7 @@ class BatchedPasses:
 def _run_stack(stack, metric: str, k: int) -> None:
     """One stacked call for ``stack`` (requests on the same points), results delivered."""
     try:
-        size = 1 << (len(stack) - 1).bit_length()
+        size = capacity_bucket(len(stack), per_octave=1, minimum=1)
         padded = stack + [stack[0]] * (size - len(stack))
         fmin, best = jax.device_get(_stacked_pass(metric, k)(
             stack[0].chunks, jnp.stack([r.y for r in padded]), jnp.stack([r.v for r in padded])))

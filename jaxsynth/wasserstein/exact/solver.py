@@ -6,7 +6,7 @@ He, Vershynin, Zhu, COLT 2023, and Zare Moayedi et al., arXiv 2609.33363, §7). 
 end is a dual value certified by the c-transform over all atoms
 (``ctransform.reduced_pass``); the upper end is the cost of a coupling
 (``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
-(``certificate.line_w1``); otherwise multiscale column generation over the data's
+(``exact1d.line_w1``); otherwise multiscale column generation over the data's
 levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
 ``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
 once), each round's restricted LP restarted from the replicate's own previous basis
@@ -34,6 +34,7 @@ import jax
 import numpy as np
 
 from jaxsynth.core import partition
+from jaxsynth.core.measure import canonical_atoms
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, pass_array, pass_chunks, reduced_pass
 from jaxsynth.wasserstein.exact import levels, lp, simplex
@@ -41,12 +42,12 @@ from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
     cost_matrix,
     coupling_upper,
-    line_w1,
     pair_cost,
 )
+from jaxsynth.wasserstein.exact1d import line_w1
 from jaxsynth.wasserstein.exact.levels import ExactData, Level
 
-__all__ = ["DEFAULT_RTOL", "canonical_atoms", "check_rtol", "check_stacked", "region_threads",
+__all__ = ["DEFAULT_RTOL", "check_rtol", "check_stacked", "region_threads",
            "w1_exact", "w1_exact_replicate"]
 
 DEFAULT_RTOL = 0.01
@@ -559,10 +560,3 @@ def check_stacked(stacked) -> bool:
         raise ValueError(f"stacked must be True, False or None; got {stacked!r}")
     return bool(stacked)
 
-
-def canonical_atoms(points: np.ndarray, weights: np.ndarray):
-    """A replicate's positive atoms in a canonical order (coordinates, then weight), host."""
-    live = weights > 0
-    p, w = points[live], weights[live]
-    order = np.lexsort((w,) + tuple(p[:, k] for k in reversed(range(p.shape[1]))))
-    return p[order], w[order]

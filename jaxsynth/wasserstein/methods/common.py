@@ -1,4 +1,4 @@
-"""What several W1 methods share: option checks and the tree W1 of a batch."""
+"""What several W1 methods share: the tree W1 of a batch."""
 
 from __future__ import annotations
 
@@ -7,25 +7,12 @@ from jaxsynth.wasserstein.method import Batch
 from jaxsynth.wasserstein.tree import levels_w1, tree_w1_atoms
 
 
-def check_options(method, options: dict) -> dict:
-    """``options`` with ``method.options``' defaults filled in.
-
-    Raises:
-      ValueError: naming the unknown option(s) and listing the accepted ones.
-    """
-    unknown = sorted(set(options) - set(method.options))
-    if unknown:
-        raise ValueError(f"unknown option(s) {unknown} for method={method.name!r}; "
-                         f"accepted: {sorted(method.options)}")
-    return {**method.options, **options}
-
-
-def tree_values(data, batch: Batch, d: int, metric: str, batch_size: int):
+def tree_values(data, batch: Batch, metric: str, batch_size: int | None):
     """``(tree W1, its upper bound)`` float64 [B] of a batch: from the kernel's level
     statistics when the batch has them, else from the atoms (``ValueError`` naming
     ``out`` when a replicate's leaves are not a tree)."""
     if batch.levels is not None:
-        return levels_w1(batch.levels, d, metric)
+        return levels_w1(batch.levels, batch.d, metric)
     result = tree_w1_atoms(data, batch.points, batch.weights, batch.leaf_depth, batch.shift,
                            metric, batch_size)
     check_valid(result.valid)

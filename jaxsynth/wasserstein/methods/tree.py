@@ -2,34 +2,45 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import ClassVar
+
 import numpy as np
 
 from jaxsynth.core.validate import check_positive_int
-from jaxsynth.wasserstein.methods.common import check_options, tree_values
-from jaxsynth.wasserstein.tree import DEFAULT_BATCH_SIZE
+from jaxsynth.wasserstein import tree
+from jaxsynth.wasserstein.method import W1Method
+from jaxsynth.wasserstein.methods.common import tree_values
 
 
-class Tree:
-    """Exact tree-metric W1, from the kernel's level statistics or the released atoms."""
+@dataclasses.dataclass(frozen=True)
+class Tree(W1Method):
+    """Exact tree-metric W1, from the kernel's level statistics or the released atoms.
 
-    name = "tree"
-    options = {"batch_size": DEFAULT_BATCH_SIZE}
-    columns = {"w1_tree": "exact W1 in the tree metric of the released partition "
-                          "(an ultrametric: not the ground metric's W1)"}
-    needs_atoms = False
+    Attributes:
+      batch_size: replicates per vmapped chunk of the atom route (``None``: as many as
+        ``tree.BLOCK_BYTES`` holds under ``bytes_per_replicate``); the values do not
+        depend on it.
+    """
 
-    def check(self, options, metric):
-        options = check_options(self, options)
-        check_positive_int(options["batch_size"], "batch_size")
-        return options
+    batch_size: int | None = None
+    name: ClassVar[str] = "tree"
+    columns: ClassVar[dict] = {
+        "w1_tree": "exact W1 in the tree metric of the released partition (an ultrametric: "
+                   "not the ground metric's W1)"}
+    needs_atoms: ClassVar[bool] = False
+    in_chunk: ClassVar[bool] = False
 
-    def prepare(self, X, metric, options):
+    def __post_init__(self):
+        if self.batch_size is not None:
+            self._set(batch_size=check_positive_int(self.batch_size, "batch_size"))
+
+    def prepare(self, X, metric):
         return X
 
     def bytes_per_replicate(self, state, atom_bytes):
-        return 0.0
+        return tree.bytes_per_replicate(state, atom_bytes)
 
-    def evaluate(self, state, batch, metric, options):
-        d = batch.d
-        tree, _ = tree_values(state, batch, d, metric, options["batch_size"])
-        return (np.asarray(tree, np.float64),)
+    def evaluate(self, state, batch, metric):
+        value, _ = tree_values(state, batch, metric, self.batch_size)
+        return (np.asarray(value, np.float64),)

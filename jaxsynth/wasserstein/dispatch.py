@@ -59,6 +59,20 @@ def w1(X, out, method="exact", metric: str = "linf", levels=None, **options):
         accepted ones), a bad option value, options beside a configured method,
         ``exact1d`` with ``d ≠ 1``, ``levels`` of the wrong shape, or leaves that are
         not a tree.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=1000, key=0)
+      >>> out = js.release(0, js.PMM(depth=6), X, eps=1.0)
+      >>> lower, upper = js.w1(X, out)           # certified: lower ≤ W1 ≤ upper
+      >>> bool(upper - lower <= 0.01 * upper)    # the default rtol
+      True
+      >>> lower, upper = js.w1(X, out, js.wasserstein.Exact(rtol=1e-3))
+      >>> bool(js.w1(X, out, "tree_upper") >= upper)   # a free, looser upper bound
+      True
+      >>> js.w1(X, js.release_batch(0, js.PMM(depth=6), X, [0.5, 2.0], seeds=3),
+      ...       "tree").shape                     # one value per ε and seed
+      (2, 3)
     """
     chosen = check_method(method, options)
     metric = check_metric(metric, "method")

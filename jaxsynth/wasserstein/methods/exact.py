@@ -54,6 +54,18 @@ class Exact(W1Method):
         ``ExactData``.
       stacked: stack the threads' passes on an accelerator (``None``: where JAX's backend
         is not the CPU); the pairs do not depend on it.
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PMM(depth=5), X, eps=1.0)
+      >>> from jaxsynth.wasserstein import Exact
+      >>> lower, upper = js.w1(X, out, Exact(rtol=1e-3))
+      >>> bool(0 < upper - lower <= 1e-3 * upper)
+      True
+      >>> Exact(rtol=1.5)
+      Traceback (most recent call last):
+      ValueError: rtol must be in (0, 1); got 1.5
     """
 
     rtol: float = DEFAULT_RTOL

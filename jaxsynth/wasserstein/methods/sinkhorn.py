@@ -38,6 +38,16 @@ class Sinkhorn(W1Method):
       batch_size: row batch of the online mode.
       online_threshold: ``n·m`` above which the online mode is the default.
       group: replicates per vmapped call (``None``: 1 on CPU, 16 on an accelerator).
+
+    Examples:
+      >>> import jaxsynth as js
+      >>> X = js.datasets.load("spiral", n=500, key=0)
+      >>> out = js.release(0, js.PMM(depth=5), X, eps=1.0)
+      >>> from jaxsynth.wasserstein import Sinkhorn
+      >>> entropic = js.w1(X, out, Sinkhorn(rtol=0.01))
+      >>> lower, upper = js.w1(X, out)
+      >>> bool(0.99 * lower <= entropic <= 1.01 * upper)
+      True
     """
 
     rtol: float = 0.01

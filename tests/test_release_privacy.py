@@ -81,11 +81,14 @@ def test_privtree_release_does_not_show_its_fitted_capacity(X, shift, monkeypatc
     # the release may depend on it (the arrays are cut to the released leaves)
     mech = js.PrivTree(shift=shift)
     fitted = js.release_batch(4, mech, X, [0.5, 2.0], seeds=3)
-    initial = PrivTree._initial_capacity
-    # four times the fitted capacity, and one so small that replicates overflow and rerun
-    for capacity in (lambda self, *a: 4 * initial(self, *a), lambda self, *a: 16):
+    initial, retry, reruns = PrivTree._initial_capacity, PrivTree._retry, []
+    monkeypatch.setattr(PrivTree, "_retry", lambda self, s: reruns.append(s) or retry(self, s))
+    # four times the fitted capacity, and a quarter of it: replicates overflow and rerun
+    for capacity, rerun in ((lambda self, *a: 4 * initial(self, *a), False),
+                            (lambda self, *a: initial(self, *a) // 4, True)):
         monkeypatch.setattr(PrivTree, "_initial_capacity", capacity)
         _assert_same_release(fitted, js.release_batch(4, mech, X, [0.5, 2.0], seeds=3))
+        assert bool(reruns) == rerun
     width = fitted.points.shape[-2]
     most = int(np.max(np.asarray(fitted.leaves)))
     assert width >= most > width // 2

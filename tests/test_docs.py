@@ -11,6 +11,7 @@ import doctest
 import importlib
 import importlib.util
 import inspect
+import os
 import pkgutil
 import re
 import subprocess
@@ -206,18 +207,11 @@ def test_docstring_examples_run(module):
     assert failed == 0, f"{failed} of {attempted} docstring examples of {module} failed"
 
 
-RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.S)
+RUNNABLE = re.compile(r"<!-- runnable(: new process)? -->\s*```python\n(.*?)```", re.S)
+"""A block the tests run: in the test's process, or (``: new process``, for a block that
+changes the process's JAX configuration) in a new Python process of its own."""
 PAGES = sorted(p for p in DOCS.rglob("*.md") if RUNNABLE.search(p.read_text()))
-
-
 PYTHON_BLOCK = re.compile(r"^\s*```\s*(?:python|py|pycon)\s*$", re.M)
-NOT_RUNNABLE = {
-    "docs/guide/compile-cache.md": "its block turns the persistent cache on for the whole "
-                                   "process, which the test run must not",
-    "docs/guide/adding-a-w1-method.md": "the registry block is an excerpt of a file, elided "
-                                        "with '...'",
-}
-"""Pages that may hold Python blocks not marked ``<!-- runnable -->``, with the reason."""
 
 
 def test_some_pages_have_runnable_blocks():
@@ -226,28 +220,30 @@ def test_some_pages_have_runnable_blocks():
 
 @pytest.mark.parametrize("page", sorted(DOCS.rglob("*.md")), ids=relative)
 def test_every_python_block_is_runnable(page):
-    """Every Python block of a page is marked ``<!-- runnable -->`` (so the test below runs
-    it), unless the page is one of ``NOT_RUNNABLE``."""
+    """Every Python block of a page is marked ``<!-- runnable -->``, so the test below
+    runs it."""
     text = page.read_text()
     unmarked = len(PYTHON_BLOCK.findall(text)) - len(RUNNABLE.findall(text))
-    if relative(page) in NOT_RUNNABLE:
-        assert unmarked, f"{relative(page)}: every block runs now: drop it from NOT_RUNNABLE"
-    else:
-        assert not unmarked, (f"{relative(page)}: {unmarked} Python block(s) not marked "
-                              "<!-- runnable --> (immediately above the fence)")
-
-
-def test_the_block_exceptions_are_pages():
-    assert all((ROOT / page).is_file() for page in NOT_RUNNABLE), NOT_RUNNABLE
+    assert not unmarked, (f"{relative(page)}: {unmarked} Python block(s) not marked "
+                          "<!-- runnable --> (immediately above the fence)")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=relative)
 def test_runnable_page_blocks(page, tmp_path, monkeypatch):
-    """The blocks a page marks ``<!-- runnable -->`` run, in order, in one namespace."""
+    """The blocks a page marks ``<!-- runnable -->`` run, in order, in one namespace (a
+    new process, with ``HOME`` in a temporary folder, where one block asks for it)."""
     monkeypatch.chdir(tmp_path)
+    blocks = RUNNABLE.findall(page.read_text())
+    if any(alone for alone, _ in blocks):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("JAXSYNTH_CACHE_DIR", "JAXSYNTH_NO_CACHE", "XDG_CACHE_HOME")}
+        source = "\n".join(code for _, code in blocks)
+        subprocess.run([sys.executable, "-c", source], env={**env, "HOME": str(tmp_path)},
+                       check=True, timeout=600)
+        return
     namespace: dict = {}
-    for block in RUNNABLE.findall(page.read_text()):
-        exec(compile(block, str(page), "exec"), namespace)  # noqa: S102
+    for _, code in blocks:
+        exec(compile(code, str(page), "exec", dont_inherit=True), namespace)  # noqa: S102
 
 
 def test_every_page_is_in_the_nav():

@@ -23,6 +23,7 @@ PACKAGE = Path(jaxsynth.__file__).parent
 
 FLOORS = (
     ("core", "compilation", "interrupts", "launcher", "_compat", "arguments"),
+    ("numba_cache",),
     ("engine", "wasserstein"),
     ("mechanisms",),
     ("api",),

@@ -22,20 +22,14 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def machine() -> dict:
     """The CPU's model name, its core count and the platform JAX computes on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import jax
+
+    from jaxsynth.compilation import cpu_model
 
     device = jax.devices()[0]
     kind = getattr(device, "device_kind", "") or ""
     plat = device.platform if kind.lower() in ("", device.platform) else f"{device.platform} ({kind})"
-    return {"cpu": cpu, "cores": os.cpu_count() or 1, "platform": plat,
+    return {"cpu": cpu_model(), "cores": os.cpu_count() or 1, "platform": plat,
             "devices": jax.device_count()}
 
 

@@ -28,6 +28,7 @@ import functools
 import hashlib
 import inspect
 import os
+import platform
 import tempfile
 import warnings
 from pathlib import Path
@@ -57,6 +58,18 @@ def default_cache_dir() -> Path:
         return Path(os.environ[ENV_DIR]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "jaxsynth" / "xla"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else ``platform``): what a stored timing
+    or a benchmark's figure was measured on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def enable_compilation_cache(path=None) -> Path | None:

@@ -123,7 +123,8 @@ def damage(kind: str, paths: list[Path], rng: np.random.Generator) -> None:
             path.write_bytes(rng.bytes(len(data)))
 
 
-@pytest.mark.parametrize("kind", ["truncate", "flip", "random", "swap"])
+@pytest.mark.parametrize("kind", ["truncate", "flip", *(pytest.param(kind, marks=pytest.mark.slow)
+                                                        for kind in ("random", "swap"))])
 def test_a_damaged_entry_is_dropped_and_compiled_again(kind, clean, tmp_path):
     cache, pair = clean
     cache = copy(cache, tmp_path)

@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,6 +27,7 @@ import jax
 import numpy as np
 import pandas as pd
 
+from jaxsynth.compilation import cpu_model
 from jaxsynth.experiments import execute
 from jaxsynth.experiments.progress import duration
 from jaxsynth.experiments.store import write_atomic
@@ -156,15 +156,7 @@ def _machine() -> dict:
     """What a calibration is valid for: the package, JAX, the devices and the CPU."""
     import jaxsynth  # the facade, for its version
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"jaxsynth": jaxsynth.__version__, "jax": jax.__version__, "cpu": cpu,
+    return {"jaxsynth": jaxsynth.__version__, "jax": jax.__version__, "cpu": cpu_model(),
             "cores": os.cpu_count(), "devices": [d.device_kind for d in jax.local_devices()]}
 
 

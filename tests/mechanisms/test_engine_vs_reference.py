@@ -434,8 +434,8 @@ def _check_privtree(mech, X, eps_list, seeds, caps):
     return out
 
 
-PRIVTREE_CASES = [(False, "center"), (False, "uniform"), (True, "center"),
-                  pytest.param(True, "uniform", marks=pytest.mark.slow)]
+PRIVTREE_CASES = [(False, "center"), pytest.param(False, "uniform", marks=pytest.mark.slow),
+                  pytest.param(True, "center", marks=pytest.mark.slow), (True, "uniform")]
 
 
 @pytest.mark.parametrize("shift, placement", PRIVTREE_CASES)
@@ -449,9 +449,7 @@ def test_privtree_matches_reference(shift, placement):
         check_release_and_chunking(mech, X, eps_list, 1, out, seeds)
 
 
-@pytest.mark.parametrize("cap", [
-    33, 32,
-])
+@pytest.mark.parametrize("cap", [33, pytest.param(32, marks=pytest.mark.slow)])
 def test_privtree_leaves_past_a_chunk_boundary(cap):
     """Duplicated points grow the tree to the cap: LEAF and PLACE words of leaves in the
     second 32-level chunk (level 33), and on the boundary itself (level 32)."""

@@ -94,7 +94,8 @@ def _atoms(out, e, s):
     return p[order], w[w > 0][order]
 
 
-@pytest.mark.parametrize("placement", ["center", "uniform"])
+@pytest.mark.parametrize("placement", [pytest.param("center", marks=pytest.mark.slow),
+                                       "uniform"])
 def test_sparse_and_dense_pruned_identical(clustered, placement):
     kwargs = dict(depth=6, placement=placement)
     a, da = js.release_batch(3, js.PrunedPMM(engine="sparse", **kwargs), clustered, [0.5, 2.0],

@@ -33,8 +33,10 @@ def brute_force(chunks, y, v, metric):
     return cost - v.astype(np.float64)
 
 
-@pytest.mark.parametrize("metric", ["linf", "l2"])
-@pytest.mark.parametrize("d", [1, 2, 3, 7])
+@pytest.mark.parametrize("d, metric", [
+    (2, "linf"), (3, "linf"), (7, "linf"), (2, "l2"),
+    *(pytest.param(d, metric, marks=pytest.mark.slow)
+      for d, metric in [(1, "linf"), (1, "l2"), (3, "l2"), (7, "l2")])])
 def test_host_pass_is_the_jitted_pass(d, metric):
     # the same float32 operations in the same order, and the same picks of best atoms:
     # the ℓ∞ c-transform and best atoms bit for bit; ℓ2 up to the contraction of a
@@ -81,7 +83,7 @@ def test_reduced_pass_routes_cpu_arrays_to_the_host_kernel(monkeypatch):
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_pruned_host_pass_is_the_dense_pass(d, metric):
     # boxes of consecutive points against the atom groups that can hold their best atoms:
     # the dense pass's c-transform bit for bit and best atoms of the same reduced costs

@@ -23,12 +23,12 @@ from jaxsynth.wasserstein.exact.solver import DENSE_ARCS, THREADS_PER_CORE
 from jaxsynth.wasserstein.method import W1Method, atom_count
 from jaxsynth.wasserstein.tree import data_points
 
-POINT_BYTES = 600
+POINT_BYTES = 240
 """Solver memory per block of the largest LP it solves (the points' level, or
 ``levels.MAX_LP_BLOCKS`` blocks on large data): the candidate arcs (``CANDIDATES`` to
 ``COARSE_CANDIDATES`` per block, more as rounds add them) with their codes, ends and
 costs, the network simplex's arc and node arrays, the pass's best atoms and the plan."""
-DATA_BYTES = 480
+DATA_BYTES = 160
 """Solver memory per data point whatever the level: the c-transform of every point and,
 on large data, the plan pushed to the points, the regions' LPs and the plan-adapted
 level's arrays."""

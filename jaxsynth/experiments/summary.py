@@ -131,7 +131,10 @@ def next_control_target(values, paired, control, costs, precision: float, first:
     between 1 and ``CONTROLS``.  An unfinished cell moves ``n`` along ``next_target``'s
     ladder to the rung its plain interval predicts, times the control's factor
     ``(1 − ρ²) + ρ²/r``, and ``N`` to ``r·n``; at ``max_seeds`` expensive draws only the
-    controls grow, up to ``CONTROLS · max_seeds``.
+    controls grow, up to ``CONTROLS · max_seeds``.  Where the plain rule's next rung is
+    predicted to meet the target at no more cost (the ladder's rungs are coarse: the
+    control may not lower the rung, and its draws then only add cost), the cell takes that
+    rung with no new control-only draw.
 
     Args:
       values: the expensive draws so far [n] (the cell's first n seeds), n ≥ 4.
@@ -155,12 +158,16 @@ def next_control_target(values, paired, control, costs, precision: float, first:
     ratio = float(np.clip(np.sqrt(rho2 / (1 - rho2) * costs[0] / max(costs[1], 1e-12)),
                           1.0, CONTROLS))
     plain = relative_half_width(*mean_interval(y, level))
-    need = n * (plain / precision) ** 2 * ((1 - rho2) + rho2 / ratio) if np.isfinite(
-        plain) else np.inf
+    alone = n * (plain / precision) ** 2 if np.isfinite(plain) else np.inf
+    need = alone * ((1 - rho2) + rho2 / ratio)
     grown = _rung(n, need, first, max_seeds)
     controls = min(max(int(np.ceil(ratio * grown)), N, grown), most)
     if (grown, controls) == (n, N):
         controls = min(GROWTH * N, most)
+    rung = _rung(n, alone, first, max_seeds)  # the plain rule's next rung, no new control
+    if rung >= alone and (rung - n) * costs[0] <= (grown - n) * costs[0] + (
+            controls - N) * costs[1]:
+        return rung, max(N, rung)
     return grown, controls
 
 

@@ -23,6 +23,7 @@ from jaxsynth.experiments.summary import (
     mean_interval,
     next_control_target,
     next_target,
+    relative_half_width,
     summarize,
 )
 from jaxsynth.experiments.sweep import simulate
@@ -287,6 +288,19 @@ def test_the_stopping_rule_with_a_control_keeps_its_coverage_and_saves_replicate
         plain.append(count)
     assert abs(covered / 600 - 0.95) <= 0.03, covered / 600
     assert np.median(expensive) <= np.median(plain) / 2
+
+
+def test_a_control_adds_no_draws_where_the_plain_rung_meets_the_target():
+    # After 8 draws the ladder's next rung is 16.  When 16 plain draws are predicted to
+    # meet the target (the plain width 1.2 times it: 8·1.2² ≈ 11.5 draws needed), the
+    # control cannot lower the rung, and its draws would only add cost: the cell takes 16
+    # with no control-only draw.  When the plain rule needs 8·3² = 72 draws, past the
+    # round's reach (32), the control's allocation is taken (controls beyond the draws).
+    x, y = _pairs(np.random.default_rng(5), (), 8)
+    plain = relative_half_width(*mean_interval(y))
+    assert next_control_target(y, x, x, (50.0, 1.0), plain / 1.2, 8, 256) == (16, 16)
+    n, N = next_control_target(y, x, x, (50.0, 1.0), plain / 3, 8, 256)
+    assert N > n
 
 
 @pytest.fixture(scope="module")

@@ -137,10 +137,15 @@ def main(argv=None) -> int:
         "new process with empty caches, without and with precision_control='w1_tree_upper' "
         "(the two-phase estimate: the full-data W1 on plain_seeds / control_seeds "
         "replicates, the free tree upper end on control_only_seeds more).",
-        rows, "The control saves what it saves when the tree upper end predicts the "
-        "full-data W1 well (PMM: correlation near 1) and a control-only replicate costs "
-        "far less than a full one (the release alone, against the release and an exact "
-        "W1); PrivTree's cells often meet the target on the first round either way."))
+        rows, "A control saves when the tree upper end predicts the full-data W1 well and "
+        "a control-only replicate costs far less than a full one (the release alone, "
+        "against the release and an exact W1), and only where it lowers the rung of the "
+        "seed ladder a cell stops at: where the plain rule's next rung is predicted to meet "
+        "the target at no more cost, the rule takes it with no control-only draw "
+        "(control_only_seeds 0): both runs then compute the same replicates, and their "
+        "times differ by run-to-run noise only. " + (
+            "No cell drew controls in this run: each one's plain next rung sufficed."
+            if all(r["control_only_seeds"] == 0 for r in rows) else "")))
     return 0
 
 

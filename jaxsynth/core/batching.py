@@ -5,9 +5,10 @@ octave), so that varying sizes compile few shapes; every padded count of the pac
 (engine chunks, atom widths, stacked passes, seed lists) is one of its values.
 ``device_memory`` is the budget one chunk may fill and ``fitting_batch`` the most items of
 a memory model that fit a budget (a power of two), the rule behind every batch size: the
-engine's chunks, a W1 method's blocks, the exact solver's replicates at once.  ``chunk_rows`` and ``chunked`` split a leading axis
-into chunks of one fixed size, the last padded by repeating its last row, so one
-compiled program serves every chunk (as ott-jax's ``utils.batched_vmap``).
+engine's chunks, a W1 method's blocks, the exact solver's replicates at once.
+``chunk_rows`` and ``chunked`` split a leading axis into chunks of one fixed size, the
+last padded by repeating its last row, so one compiled program serves every chunk (as
+ott-jax's ``utils.batched_vmap``).
 """
 
 from __future__ import annotations

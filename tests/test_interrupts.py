@@ -33,6 +33,17 @@ SWEEP = [*CELLS, "--seeds", "8"]
 RESUME = "jaxsynth: interrupted; rerun the same command to resume"
 
 
+@pytest.fixture(autouse=True)
+def _sigint_reaches_the_command():
+    """A test run started with SIGINT ignored (a background job of a shell without job
+    control) would pass that on to every command it starts, which then cannot be
+    interrupted at all; with a handler here, the commands start with SIGINT's default, as
+    from a terminal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _env(cli_env, cache: Path) -> dict:
     return dict(cli_env, JAXSYNTH_CACHE_DIR=str(cache))
 

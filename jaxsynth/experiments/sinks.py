@@ -18,6 +18,8 @@ gives it to every process.
 
 from __future__ import annotations
 
+import abc
+
 import pandas as pd
 
 from jaxsynth.experiments import cluster
@@ -27,7 +29,7 @@ from jaxsynth.experiments.store import KEY_COLUMNS, ResultStore, keys_of, read_t
 __all__ = ["ClusterSink", "Sink", "StoreSink", "TableSink"]
 
 
-class Sink:
+class Sink(abc.ABC):
     """Rows kept on this process: the base of ``TableSink`` and ``StoreSink``."""
 
     file_rows = None
@@ -73,11 +75,13 @@ class Sink:
     def close(self) -> None:
         pass
 
+    @abc.abstractmethod
     def _add(self, rows: pd.DataFrame) -> None:
-        raise NotImplementedError
+        """Keep ``rows`` (new replicates' rows)."""
 
+    @abc.abstractmethod
     def table(self) -> pd.DataFrame:
-        raise NotImplementedError
+        """Every row kept so far."""
 
     def finish(self) -> pd.DataFrame:
         """The whole table, sorted by the key columns."""

@@ -17,6 +17,7 @@ level statistics is a sequential float64 sum per replicate.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from typing import Any, Callable, ClassVar
@@ -77,7 +78,7 @@ class Batch:
 
 
 @dataclasses.dataclass(frozen=True)
-class W1Method:
+class W1Method(abc.ABC):
     """A way of measuring W1 between the data and a batch of synthetic measures.
 
     Subclasses are frozen dataclasses: their fields are the options, checked in
@@ -109,20 +110,20 @@ class W1Method:
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
+    @abc.abstractmethod
     def prepare(self, X, metric: str) -> Any:
         """The data prepared once for every batch (``X`` validated [n, d], or the
         ``TreeData`` / ``DataTree`` / ``ExactData`` the user passed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def bytes_per_replicate(self, state, atom_bytes: float) -> float:
         """The method's memory model: its working memory per replicate measured at once,
         beyond the release's own ``atom_bytes`` (``tests/wasserstein/test_memory.py``
         checks it against measured peaks)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def evaluate(self, state, batch: "Batch", metric: str) -> tuple:
         """One float64 array [B] per column, in ``columns`` order."""
-        raise NotImplementedError
 
 
 def atom_width(count):

@@ -70,6 +70,19 @@ def test_methods_are_frozen_and_refuse_options_beside_an_object(out):
         js.simulate(MECH, X, seeds=2, methods=[(Exact(), {"rtol": 0.5})], progress=False)
 
 
+def test_a_method_missing_part_of_the_protocol_cannot_be_built():
+    @dataclasses.dataclass(frozen=True)
+    class Partial(W1Method):
+        name = "partial"
+        columns = {"w1_partial": "nothing"}
+
+        def prepare(self, X, metric):
+            return X
+
+    with pytest.raises(TypeError, match="bytes_per_replicate, evaluate"):
+        Partial()
+
+
 @pytest.mark.parametrize("make, name", [
     (lambda: Exact(rtol=0), "rtol"), (lambda: Exact(rtol=1), "rtol"),
     (lambda: Exact(rtol=True), "rtol"), (lambda: Exact(rtol="0.01"), "rtol"),

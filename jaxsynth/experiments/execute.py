@@ -68,7 +68,8 @@ def _measure(sized, evaluation, key, seeds, advance) -> Chunk:
             b = min(a + MEASURE_BATCH, S)
             with Clock() as clock:
                 block = jax.tree.map(lambda v, e=e, a=a, b=b: v[e:e + 1, a:b], out)
-                part = evaluation.evaluate_outputs(block, seeds[a:b])
+                part = evaluation.evaluate_outputs(block, seeds[a:b],
+                                                   sized.plan.eps[e:e + 1])
             measured[e, a:b] = clock.work / (b - a)
             compiled += clock.compile
             for name, v in part.items():

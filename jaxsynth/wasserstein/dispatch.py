@@ -79,11 +79,18 @@ def w1(X, out, method="exact", metric: str = "linf", levels=None, **options):
     d = data_dimension(X)
     points, weights, leaf_depth, shift = check_measure(out, d, mass=True)
     batch = Batch(d, points, weights, leaf_depth, shift, _levels(levels, out.batch_shape),
-                  [(i,) for i in range(len(weights))])
+                  [(i,) for i in range(len(weights))], _names(out.batch_shape))
     values = Evaluation.build(X, [chosen], metric).evaluate(batch)
     result = tuple(np.asarray(values[c], np.float64).reshape(out.batch_shape)
                    for c in chosen.columns)
     return result if len(result) > 1 else result[0]
+
+
+def _names(batch_shape) -> list[str]:
+    """How messages name each replicate of ``out``: ``out[e, s]`` (``out`` unbatched)."""
+    if not batch_shape:
+        return ["out"]
+    return [f"out[{', '.join(map(str, index))}]" for index in np.ndindex(*batch_shape)]
 
 
 def _levels(levels, batch_shape) -> dict | None:

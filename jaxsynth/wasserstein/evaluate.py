@@ -142,18 +142,19 @@ class Evaluation:
             values.update(zip(method.columns, method.evaluate(state, batch, self.metric)))
         return values
 
-    def evaluate_outputs(self, out: dict, seeds) -> dict:
+    def evaluate_outputs(self, out: dict, seeds, eps) -> dict:
         """Every column's float64 values [E, S] for an engine chunk's outputs [E, S, ...]
         (``batch_of_outputs``)."""
         grid = out["size"].shape
-        batch = batch_of_outputs(out, self.d, seeds)
+        batch = batch_of_outputs(out, self.d, seeds, eps)
         return {k: v.reshape(grid) for k, v in self.evaluate(batch).items()}
 
 
-def batch_of_outputs(out: dict, d: int, seeds) -> Batch:
-    """The ``Batch`` of an engine chunk's outputs [E, S, ...]; replicate ``(e, s)`` folds
-    ``(seeds[s], 0)`` into a method's key, as ``js.w1(..., key=fold_in(key, seeds[s]))``
-    does for the lone measure ``js.release(fold_in(key, seeds[s]), ...)``."""
+def batch_of_outputs(out: dict, d: int, seeds, eps) -> Batch:
+    """The ``Batch`` of an engine chunk's outputs [E, S, ...] for the budgets ``eps`` [E]
+    and ``seeds`` [S]; replicate ``(e, s)`` folds ``(seeds[s], 0)`` into a method's key,
+    as ``js.w1(..., key=fold_in(key, seeds[s]))`` does for the lone measure
+    ``js.release(fold_in(key, seeds[s]), ...)``, and messages name it by its ε and seed."""
     grid = out["size"].shape
 
     def flat(a):
@@ -163,4 +164,5 @@ def batch_of_outputs(out: dict, d: int, seeds) -> Batch:
     return Batch(d=d, points=flat(out.get("points")), weights=flat(out.get("weights")),
                  leaf_depth=flat(out.get("leaf_depth")), shift=flat(out.get("shift")),
                  levels=levels,
-                 key_path=[(int(seeds[s]), 0) for _ in range(grid[0]) for s in range(grid[1])])
+                 key_path=[(int(seeds[s]), 0) for _ in range(grid[0]) for s in range(grid[1])],
+                 names=[f"ε = {float(e):g}, seed {int(s)}" for e in eps for s in seeds])

@@ -49,6 +49,8 @@ class Batch:
         [B, L+1]) from the release kernel, or ``None``.
       key_path: per replicate, the integers folded into a method's ``key`` option (for
         Sinkhorn's subsampling), or ``None``.
+      names: per replicate, how a message names it (``"out[0, 3]"``, ``"ε = 1, seed
+        3"``), or ``None`` (its index in the batch).
     """
 
     d: int
@@ -58,6 +60,7 @@ class Batch:
     shift: Any = None
     levels: dict | None = None
     key_path: list | None = None
+    names: list | None = None
 
     @property
     def size(self) -> int:

@@ -62,8 +62,8 @@ def test_a_sweep_keeps_the_calibrations_rows(seeds, warmup, monkeypatch):
 
     measured = []
     evaluate = Evaluation.evaluate_outputs
-    monkeypatch.setattr(Evaluation, "evaluate_outputs", lambda self, block, s: (
-        measured.append(len(s)), evaluate(self, block, s))[1])
+    monkeypatch.setattr(Evaluation, "evaluate_outputs", lambda self, block, s, eps: (
+        measured.append(len(s)), evaluate(self, block, s, eps))[1])
     X = js.datasets.load("spiral", n=400, key=1)
     eps = [0.5, 2.0]
     table = simulate(js.PMM(), X, eps=eps, seeds=seeds, warmup=warmup, key=7, progress=False)

@@ -110,8 +110,8 @@ def test_a_dry_run_calibrates_once_and_keeps_nothing(X, tmp_path, monkeypatch):
 
     measured = []
     evaluate = Evaluation.evaluate_outputs
-    monkeypatch.setattr(Evaluation, "evaluate_outputs", lambda self, block, s: (
-        measured.append(len(s)), evaluate(self, block, s))[1])
+    monkeypatch.setattr(Evaluation, "evaluate_outputs", lambda self, block, s, eps: (
+        measured.append(len(s)), evaluate(self, block, s, eps))[1])
     out = tmp_path / "dry.csv"
     table = simulate(MECHS, X, out=out, dry_run=True, **PRECISE)
     # one batch of each ε per mechanism: the first round's 4 seeds

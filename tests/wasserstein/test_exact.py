@@ -385,8 +385,18 @@ def test_d1_pair_meets_a_tight_rtol_and_a_wider_pair_warns():
     out = js.release_batch(2, js.PrunedPMM(), X, eps=[1.0], seeds=3)
     lower, upper, exact = check_pair(X, out, "linf", rtol=1e-6)
     np.testing.assert_allclose(lower, exact, rtol=1e-6)
-    with pytest.warns(UserWarning, match="relative gap"):
-        js.w1(X, out, method="exact", rtol=1e-15)
+    with pytest.warns(UserWarning, match="relative gap") as caught:
+        lower, upper = js.w1(X, out, method="exact", rtol=1e-15)
+    # one warning naming every replicate with its gap, as the user indexes ``out``
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    for s in range(3):
+        assert f"out[0, {s}]: {(upper[0, s] - lower[0, s]) / upper[0, s]:.3g}" in message
+    # a sweep names a replicate by its ε and seed
+    with pytest.warns(UserWarning, match=r"for 2 of 2 replicates \(ε = 1, seed 5: .*; ε = 1, "
+                                         r"seed 6: "):
+        js.simulate(js.PrunedPMM(), X, eps=[1.0], seeds=[5, 6],
+                    methods=[("exact", {"rtol": 1e-15})], progress=False)
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])

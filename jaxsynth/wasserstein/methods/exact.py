@@ -99,7 +99,7 @@ class Exact(W1Method):
     def evaluate(self, state, batch, metric):
         points, weights = np.asarray(batch.points), np.asarray(batch.weights)
         return w1_exact(state, points, weights, metric, self.rtol, stacked=self.stacked,
-                        workers=solver_threads(state, points.shape[1]))
+                        workers=solver_threads(state, points.shape[1]), names=batch.names)
 
 
 def solver_threads(data: ExactData, m: int) -> int | None:

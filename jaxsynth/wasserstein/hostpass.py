@@ -2,9 +2,9 @@
 
 On the CPU, XLA runs ``ctransform``'s passes (blocks of reduced costs, then minima)
 several times slower than loops over the atoms that the compiler vectorises;
-``reduced_pass`` sends every pass of CPU arrays here, dense or pruned by boxes of points
-(numba, compiled without the GIL, so the thread pool of ``exact.w1_exact`` runs them in
-parallel).
+``reduced_pass`` sends every pass of CPU arrays here, dense or pruned by boxes of points,
+both one kernel (numba, compiled without the GIL, so the thread pool of
+``exact.w1_exact`` runs them in parallel).
 
 The result is the jitted pass's, ``ctransform.reduced_block``: the same float32
 operations in the same order (``|x − y|`` per coordinate, their maximum or the sum of
@@ -128,25 +128,12 @@ def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
 
 
 @kernel
-def _dense(x, yT, v, linf, k):
-    """``host_pass`` on atoms in group-major order (``_point``)."""
-    count, size = x.shape[0], len(v)
-    fmin = np.empty(count, np.float32)
-    best = np.zeros((count, k), np.int32)
-    row, minima = np.empty(size, np.int32), np.empty(size // GROUP, np.int32)
-    candidates = np.empty(k * GROUP, np.int32)
-    chosen, picks = np.empty(k, np.int32), np.empty(k, np.int32)
-    for i in range(count):
-        fmin[i] = _point(x[i], yT, v, linf, k, row, minima, candidates, chosen, picks, best[i])
-    return fmin, best
-
-
-@kernel
-def _pruned(x, y, v, linf, k, box, margin):
+def _pass(x, y, v, linf, k, box, margin):
     """``host_pass`` by boxes of ``box`` consecutive points, each against the groups of
     ``GROUP`` consecutive atoms that can hold one of its points' ``GROUP`` best atoms
     (``ctransform._candidate_groups``'s bounds, in float64, ``margin`` for the float32
-    rounding)."""
+    rounding; an infinite one keeps every group: the dense pass), in group-major order
+    (``_point``)."""
     count, d = x.shape
     size = len(v)
     groups = size // GROUP
@@ -232,10 +219,6 @@ def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     y, v = np.ascontiguousarray(y, np.float32), np.ascontiguousarray(v, np.float32)
     if not v.max(initial=0.0) <= 0.0:
         raise ValueError("v must be centred potentials (every v_j <= 0, no NaN)")
-    if box is not None:
-        return _pruned(x, y, v, metric == "linf", k, box,
-                       pruning_margin(v, x.shape[1], metric))
-    groups = len(v) // GROUP
-    order = np.arange(len(v)).reshape(groups, GROUP).T.ravel()
-    return _dense(x, np.ascontiguousarray(y[order].T), np.ascontiguousarray(v[order]),
-                  metric == "linf", k)
+    if box is None:  # one box of every point, every group kept
+        return _pass(x, y, v, metric == "linf", k, max(1, len(x)), np.inf)
+    return _pass(x, y, v, metric == "linf", k, box, pruning_margin(v, x.shape[1], metric))

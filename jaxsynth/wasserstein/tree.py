@@ -10,8 +10,10 @@ upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y))
 
 ``levels_w1`` weighs level statistics (``core.measure.LEVEL_FIELDS``, NOT PRIVATE): a
 release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
-trees (the PMM family) are summed up their complete grid of cells (host, float64, no
-sort).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
+trees (the PMM family) are summed up their complete grid of cells, no sort: on the
+device straight from the atoms where they sit in place (PMM's planar order, checked on
+each atom's cell: ``_planar_levels``), else histogrammed in Morton order on the host
+(float64).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
 code's cell counts at every level); per replicate, on the device, the atoms are coded,
 sorted and placed between their neighbouring data codes by a binary search, and each
 level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
@@ -66,10 +68,11 @@ grid: its float64 cell masses and their sums up the levels (``_complete_levels``
 COMPLETE_ATOM_BYTES = 16
 """The same per atom slot: the positive atoms' float64 weights, Morton codes and
 histogram indices, in a batch's share of slots."""
-PLANAR_ATOM_BYTES = 40
-"""Device memory per atom slot of a balanced replicate measured in place
-(``_planar_levels``): its point, weight and depth, its cells' indices and the test."""
-PLANAR_CELL_BYTES = 16
+PLANAR_ATOM_BYTES = 4
+"""Device working memory per atom slot of a balanced replicate measured in place
+(``_planar_levels``): the in-place test's per-atom flags (the atoms themselves are its
+input; measured by ``tests/wasserstein/test_memory.py``)."""
+PLANAR_CELL_BYTES = 8
 """The same per level-``r`` cell: the signed cell masses and their sums up the levels."""
 
 

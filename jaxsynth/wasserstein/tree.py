@@ -443,7 +443,7 @@ def _complete_levels(counts, points, weights, leaf_depth, *, depth):
 
 
 @functools.cache
-def planar_grid(depth: int, d: int):
+def _planar_grid(depth: int, d: int):
     """The complete grid of level-``depth`` cells in planar order (host, cached).
 
     Slot ``i`` is the cell whose path bit ``b_t`` (the split below level ``t``) is bit
@@ -465,7 +465,7 @@ def planar_grid(depth: int, d: int):
 def _planar_levels(data_mass, grid, points, weights, leaf_depth, *, depth):
     """Level statistics of balanced replicates whose atoms are released in place (on the
     device, jitted by ``_planar_kernel``): when every positive atom of slot ``i`` lies in
-    the level-``r`` cell ``i mod 2^r`` of the planar grid (``planar_grid``; ``r`` its
+    the level-``r`` cell ``i mod 2^r`` of the planar grid (``_planar_grid``; ``r`` its
     replicate's depth), the slots are the cells, so the synthetic cell masses are the
     weights themselves, summed pairwise up the levels (the children of the level-``j``
     cell ``c`` are the slots ``c`` and ``c + 2^j``) with no Morton code, sort or scatter.
@@ -473,13 +473,14 @@ def _planar_levels(data_mass, grid, points, weights, leaf_depth, *, depth):
 
     Args:
       data_mass: [2^depth] float32 data mass per level-``depth`` cell, in planar order.
-      grid: [2^depth, d] int32 the slots' cell indices (``planar_grid``).
-      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M] of balanced replicates
-        (``_balanced``) of depth at most ``depth``.
+      grid: [2^depth, d] int32 the slots' cell indices (``_planar_grid``).
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M], leaves at most ``depth``
+        deep.
 
     Returns:
-      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], placed [B])``: the
-      statistics of ``_replicate``, valid where ``placed`` (the atoms are in place).
+      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], placed [B], balanced
+      [B])``: the statistics of ``_replicate``, valid where the replicate is balanced
+      (``_balanced``) and ``placed`` (its atoms in place).
     """
     size, d = 2**depth, points.shape[-1]
     width = min(weights.shape[1], size)
@@ -515,7 +516,7 @@ def _complete_tree(data: TreeData, points, weights, leaf_depth, depth: int, batc
     their atoms are, the others on their complete grid on the host (``_complete_levels``).
     A replicate's route depends on its own atoms only."""
     counts = _cell_histogram(data, depth)
-    morton, grid = planar_grid(depth, points.shape[-1])
+    morton, grid = _planar_grid(depth, points.shape[-1])
     data_mass = jnp.asarray(counts[morton] / counts.sum(), jnp.float32)
     size = batch_size or fitting_batch(_planar_bytes(depth, weights.shape[1]), device_memory(),
                                        DEFAULT_BATCH_SIZE)

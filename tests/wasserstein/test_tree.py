@@ -111,7 +111,7 @@ def balanced_replicate(rng, d, r, m):
 def in_place_replicate(rng, d, r):
     """A complete depth-``r`` release in PMM's planar order: slot ``i`` holds an atom of
     the cell whose path bit ``b_t`` is bit ``t`` of ``i`` (built from the bits here, not
-    from ``tree.planar_grid``), root-padded."""
+    from ``tree._planar_grid``), root-padded."""
     slots = np.arange(2**r)
     codes = sum(((slots >> t) & 1) << (r - 1 - t) for t in range(r))  # Morton: b_0 first
     points = np.array([_inside(rng, *_cell_box(c, r, d)) for c in codes])
@@ -350,7 +350,7 @@ def test_in_place_releases_against_pot(metric):
     check_against_reference(X, out, metric)
     arrays = check_measure(out, 2)[:3]
     data = prepare_w1(X, 4)
-    morton, grid = T.planar_grid(4, 2)
+    morton, grid = T._planar_grid(4, 2)
     counts = T._cell_histogram(data, 4)
     *_, placed, balanced = T._planar_kernel(
         jnp.asarray(counts[morton] / counts.sum(), jnp.float32), grid, *arrays, depth=4)

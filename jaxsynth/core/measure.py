@@ -209,9 +209,9 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
 
 @jax.jit
 def _measure_checks(points, weights, leaf_depth):
-    """One fused pass over a measure: points finite in [0,1], weights finite and >= 0,
-    depths >= 0, and every replicate's total weight (in float32: ``MASS_TOLERANCE`` is
-    far above its rounding)."""
+    """The checks of a measure, reduced in fixed halvings (``frontier.fixed_reduce``):
+    points finite in [0,1], weights finite and >= 0, depths >= 0, and every replicate's
+    total weight (in float32: ``MASS_TOLERANCE`` is far above its rounding)."""
     points = points.reshape(points.shape[:-2] + (-1,))
     points_ok = fixed_reduce(jnp.isfinite(points) & (points >= 0) & (points <= 1),
                              jnp.logical_and, True)

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxsynth.core.frontier import fixed_reduce, fixed_sum
+
 MASS_TOLERANCE = 1e-4
 """Largest ``|Σ weights − 1|`` of a replicate accepted as a probability measure."""
 MAX_BITS_PER_COORDINATE = 100
@@ -202,17 +204,20 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
     if mass:
         _check_mass(totals.reshape(-1), name)
     return (points.reshape(-1, m, d), weights.reshape(-1, m),
-            leaf_depth.astype(np.int32).reshape(-1, m), shift)
+            leaf_depth.astype(np.int32, copy=False).reshape(-1, m), shift)
 
 
 @jax.jit
 def _measure_checks(points, weights, leaf_depth):
-    """One fused pass over a measure: points finite in [0,1], weights finite and >= 0,
-    depths >= 0, and every replicate's total weight (in float32: ``MASS_TOLERANCE`` is
-    far above its rounding)."""
-    points_ok = jnp.all(jnp.isfinite(points) & (points >= 0) & (points <= 1))
-    weights_ok = jnp.all(jnp.isfinite(weights) & (weights >= 0))
-    return points_ok, weights_ok, jnp.all(leaf_depth >= 0), jnp.sum(weights, axis=-1)
+    """The checks of a measure, reduced in fixed halvings (``frontier.fixed_reduce``):
+    points finite in [0,1], weights finite and >= 0, depths >= 0, and every replicate's
+    total weight (in float32: ``MASS_TOLERANCE`` is far above its rounding)."""
+    points = points.reshape(points.shape[:-2] + (-1,))
+    points_ok = fixed_reduce(jnp.isfinite(points) & (points >= 0) & (points <= 1),
+                             jnp.logical_and, True)
+    weights_ok = fixed_reduce(jnp.isfinite(weights) & (weights >= 0), jnp.logical_and, True)
+    depth_ok = fixed_reduce(leaf_depth, jnp.minimum, 0) >= 0
+    return (jnp.all(points_ok), jnp.all(weights_ok), jnp.all(depth_ok), fixed_sum(weights))
 
 
 def _check_mass(totals, name: str) -> None:

@@ -167,11 +167,41 @@ def lower_corners(bit, depth, d: int, count: int):
     import jax  # the device geometry: JAX loads on first use
     import jax.numpy as jnp
 
+    return jax.lax.fori_loop(0, depth, _corner_step(bit, d), jnp.zeros((count, d), jnp.float32))
+
+
+def lower_corner_levels(bit, depth: int, d: int, count: int):
+    """Lower corners [depth + 1, count, d] float32 of the cells' level-``r`` ancestors,
+    ``r = 0..depth`` (static ``depth``), on a device.
+
+    Row ``r`` is ``lower_corners`` with the bits ``b_t``, ``t ≥ r``, set to 0, bit for
+    bit: the same additions in the same order (the later ones add ``+0``).  One pass
+    serves every depth ``r`` at once (a complete tree's leaves, whatever a replicate's
+    depth).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    step = _corner_step(bit, d)
+    zeros = jnp.zeros((count, d), jnp.float32)
+
+    def level(lower, t):
+        lower = step(t, lower)
+        return lower, lower
+
+    _, rows = jax.lax.scan(level, zeros, jnp.arange(depth, dtype=jnp.int32))
+    return jnp.concatenate([zeros[None], rows])
+
+
+def _corner_step(bit, d: int):
+    """``lower_corners``' step: the corner after the split below level ``t``."""
+    import jax.numpy as jnp
+
     def level(t, lower):
         axis, side = bisection(t, d)
         return lower + bit(t)[:, None].astype(jnp.float32) * (side * (jnp.arange(d) == axis))
 
-    return jax.lax.fori_loop(0, depth, level, jnp.zeros((count, d), jnp.float32))
+    return level
 
 
 PIECE_BITS = 24

@@ -232,8 +232,11 @@ def dense_kernel(static: DenseStatic, key, params, shared, token):
     }
     if static.transcript:
         out["transcript"] = carry[2][:nodes]
-    lower = partition.lower_corners(
-        lambda t: ((index >> t) & 1).astype(jnp.float32) * (t < depth), R, d, index.shape[0])
+    # every depth's corners from one pass shared by the chunk (the slots' bits are the
+    # same in every replicate; a runtime index, so XLA does not fold them at compile
+    # time), then each replicate's own row
+    slots = frontier.barrier(index, token)
+    lower = partition.lower_corner_levels(lambda t: (slots >> t) & 1, R, d, index.shape[0])[depth]
     side = partition.cell_side(depth, d, jnp)
     if static.points:  # complete trees of depth ≤ 30 are in chunk 0: the replicate key
         keys = tuple(jnp.broadcast_to(k, index.shape) for k in key)

@@ -10,8 +10,10 @@ upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y))
 
 ``levels_w1`` weighs level statistics (``core.measure.LEVEL_FIELDS``, NOT PRIVATE): a
 release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
-trees (the PMM family) are summed up their complete grid of cells (host, float64, no
-sort).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
+trees (the PMM family) are summed up their complete grid of cells, no sort: on the
+device straight from the atoms where they sit in place (PMM's planar order, checked on
+each atom's cell: ``_planar_levels``), else histogrammed in Morton order on the host
+(float64).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
 code's cell counts at every level); per replicate, on the device, the atoms are coded,
 sorted and placed between their neighbouring data codes by a binary search, and each
 level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
@@ -32,6 +34,7 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
 from jaxsynth.core.batching import capacity_bucket, chunked, device_memory, fitting_batch
+from jaxsynth.core.frontier import fixed_reduce, fixed_sum
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data, memory_limit
@@ -65,6 +68,12 @@ grid: its float64 cell masses and their sums up the levels (``_complete_levels``
 COMPLETE_ATOM_BYTES = 16
 """The same per atom slot: the positive atoms' float64 weights, Morton codes and
 histogram indices, in a batch's share of slots."""
+PLANAR_ATOM_BYTES = 4
+"""Device working memory per atom slot of a balanced replicate measured in place
+(``_planar_levels``): the in-place test's per-atom flags (the atoms themselves are its
+input; measured by ``tests/wasserstein/test_memory.py``)."""
+PLANAR_CELL_BYTES = 8
+"""The same per level-``r`` cell: the signed cell masses and their sums up the levels."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -434,6 +443,100 @@ def _complete_levels(counts, points, weights, leaf_depth, *, depth):
 
 
 @functools.cache
+def _planar_grid(depth: int, d: int):
+    """The complete grid of level-``depth`` cells in planar order (host, cached).
+
+    Slot ``i`` is the cell whose path bit ``b_t`` (the split below level ``t``) is bit
+    ``t`` of ``i``: the order in which PMM's complete-tree kernel releases its leaves
+    (``mechanisms.pmm_kernels.dense_kernel``, ``partition.lower_corners`` of the bits
+    ``(i >> t) & 1``).  The level-``j`` cell of slot ``i`` is then ``i mod 2^j``.
+
+    Returns:
+      ``(morton [2^depth] int64, cells [2^depth, d] int32)``: each slot's Morton index
+      (its bits reversed) and per-coordinate cell index (``partition.cell_index``).
+    """
+    slot = np.arange(2**depth, dtype=np.int64)
+    morton = np.zeros_like(slot)
+    for t in range(depth):
+        morton |= ((slot >> t) & 1) << (depth - 1 - t)
+    return morton, partition.leaf_index_to_cells(morton, depth, d).astype(np.int32)
+
+
+def _planar_levels(data_mass, grid, points, weights, leaf_depth, *, depth):
+    """Level statistics of balanced replicates whose atoms are released in place (on the
+    device, jitted by ``_planar_kernel``): when every positive atom of slot ``i`` lies in
+    the level-``r`` cell ``i mod 2^r`` of the planar grid (``_planar_grid``; ``r`` its
+    replicate's depth), the slots are the cells, so the synthetic cell masses are the
+    weights themselves, summed pairwise up the levels (the children of the level-``j``
+    cell ``c`` are the slots ``c`` and ``c + 2^j``) with no Morton code, sort or scatter.
+    The test reads only the released atoms (their points, weights and depths).
+
+    Args:
+      data_mass: [2^depth] float32 data mass per level-``depth`` cell, in planar order.
+      grid: [2^depth, d] int32 the slots' cell indices (``_planar_grid``).
+      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M], leaves at most ``depth``
+        deep.
+
+    Returns:
+      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], placed [B], balanced
+      [B])``: the statistics of ``_replicate``, valid where the replicate is balanced
+      (``_balanced``) and ``placed`` (its atoms in place).
+    """
+    size, d = 2**depth, points.shape[-1]
+    width = min(weights.shape[1], size)
+    resolution = partition.coordinate_resolution(depth, d)
+    scale = np.ldexp(1.0, resolution).astype(np.float32)  # exact powers of two
+    cells = jnp.minimum(jnp.floor(points[:, :width] * scale), scale - 1).astype(jnp.int32)
+    positive = weights > 0
+    top = fixed_reduce(jnp.where(positive, leaf_depth, -1), jnp.maximum, -1)
+    balanced = fixed_reduce(jnp.where(positive, leaf_depth == top[:, None], (
+        leaf_depth == top[:, None]) | (leaf_depth == 0)), jnp.logical_and, True)
+    coarser = jnp.asarray(resolution, jnp.int32) - partition.coordinate_resolution(
+        top[:, None], d, jnp)  # the digits below each replicate's own level
+    outside = fixed_reduce((cells ^ grid[:width]) >> coarser[:, None, :], jnp.bitwise_or, 0)
+    placed = fixed_reduce(jnp.where(positive[:, :width], outside, 0) == 0, jnp.logical_and,
+                          True) & ~jnp.any(positive[:, width:], axis=1)
+    mass = weights[:, :width] / fixed_sum(weights)[:, None]
+    diff = data_mass - jnp.pad(mass, ((0, 0), (0, size - width)))
+    gap = [jnp.zeros_like(top, jnp.float32)] * (depth + 1)
+    for j in range(depth, 0, -1):
+        gap[j] = jnp.where(j <= top, fixed_sum(jnp.abs(diff)), 0.0)
+        diff = diff[:, : 2 ** (j - 1)] + diff[:, 2 ** (j - 1):]
+    levels = jnp.arange(depth + 1)
+    leaf_mass = jnp.where(levels == top[:, None], 2.0, 0.0)  # all data, all atoms
+    return jnp.stack(gap, axis=1), leaf_mass, placed, balanced
+
+
+_planar_kernel = jax.jit(_planar_levels, static_argnames="depth")
+
+
+def _complete_tree(data: TreeData, points, weights, leaf_depth, depth: int, batch_size):
+    """Level statistics of balanced replicates to ``depth`` (``_balanced``), or ``None``
+    when one of them is not balanced: on the device in place (``_planar_levels``) where
+    their atoms are, the others on their complete grid on the host (``_complete_levels``).
+    A replicate's route depends on its own atoms only."""
+    counts = _cell_histogram(data, depth)
+    morton, grid = _planar_grid(depth, points.shape[-1])
+    data_mass = jnp.asarray(counts[morton] / counts.sum(), jnp.float32)
+    size = batch_size or fitting_batch(_planar_bytes(depth, weights.shape[1]), device_memory(),
+                                       DEFAULT_BATCH_SIZE)
+    gap, leaf, placed, balanced = jax.device_get(chunked(
+        functools.partial(_planar_kernel, data_mass, jnp.asarray(grid), depth=depth),
+        (points, weights, leaf_depth), size))
+    if not balanced.all():
+        return None
+    gap, leaf = np.array(gap, np.float64), np.array(leaf, np.float64)
+    rest = np.flatnonzero(~placed)
+    if rest.size:
+        size = batch_size or fitting_batch(_complete_bytes(depth, weights.shape[1]),
+                                           memory_limit(), rest.size)
+        gap[rest], leaf[rest], _ = chunked(
+            functools.partial(_complete_levels, counts, depth=depth),
+            tuple(np.asarray(a)[rest] for a in (points, weights, leaf_depth)), size)
+    return gap, leaf, np.ones(len(gap), bool)
+
+
+@functools.cache
 def _chunk_kernel(depth: int, shifted: bool):
     """Jitted ``_replicate`` vmapped over a chunk; data shared unless shifted."""
     kernel = functools.partial(_replicate, depth=depth)
@@ -449,7 +552,7 @@ def _chunk_kernel(depth: int, shifted: bool):
 def _balanced(weights, leaf_depth) -> bool:
     """Whether every replicate is balanced with inert zero-weight atoms: its positive
     atoms at one depth ``r``, its zero-weight ones at ``r`` or at the root (engine
-    padding).  Host NumPy."""
+    padding).  Host NumPy (``_planar_levels`` tests it on the device)."""
     positive = weights > 0
     top = np.max(np.where(positive, leaf_depth, -1), axis=1, keepdims=True)
     return bool(np.all(np.where(positive, leaf_depth == top,
@@ -518,15 +621,12 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
             f"X was prepared to depth {data.depth} but out has leaves at depth {deepest}; "
             f"prepare(X, depth>={deepest})"
         )
-    if shift is None and deepest <= COMPLETE_DEPTH and _balanced(weights, leaf_depth):
-        size = batch_size or fitting_batch(_complete_bytes(deepest, weights.shape[1]),
-                                           memory_limit(), len(weights))
-        gap, leaf, valid = chunked(
-            functools.partial(_complete_levels, _cell_histogram(data, deepest), depth=deepest),
-            (points, weights, leaf_depth), size)
-    else:
-        gap, leaf, valid = _tree_levels(data, points, weights, leaf_depth, shift, metric,
-                                        batch_size)
+    levels = None
+    if shift is None and deepest <= COMPLETE_DEPTH and _balanced(weights[:1], leaf_depth[:1]):
+        levels = _complete_tree(data, points, weights, leaf_depth, deepest, batch_size)
+    if levels is None:
+        levels = _tree_levels(data, points, weights, leaf_depth, shift, metric, batch_size)
+    gap, leaf, valid = levels
     tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
     return TreeW1(tree, upper, np.asarray(valid))
 
@@ -560,6 +660,11 @@ def bytes_per_replicate(data, atom_bytes: float) -> float:
 def _complete_bytes(depth: int, atoms: float) -> float:
     """``_complete_levels``' memory model, per replicate."""
     return COMPLETE_CELL_BYTES * 2**depth + COMPLETE_ATOM_BYTES * atoms
+
+
+def _planar_bytes(depth: int, atoms: float) -> float:
+    """``_planar_levels``' memory model, per replicate."""
+    return PLANAR_CELL_BYTES * 2**depth + PLANAR_ATOM_BYTES * atoms
 
 
 def _replicate_bytes(data, atoms: float, shifted: bool) -> float:

@@ -185,6 +185,31 @@ def test_device_geometry_is_the_host_cells(level, d):
     np.testing.assert_allclose(side, partition.cell_side(level, d), rtol=tolerance, atol=0)
 
 
+@pytest.mark.parametrize("depth, d", [(9, 3), (20, 1), (26, 2)])
+def test_corners_of_every_level_are_the_corners(depth, d):
+    """Row ``r`` of ``lower_corner_levels`` is ``lower_corners`` of the bits ``t < r``
+    (the complete-tree kernel reads its leaves' corners from it, whatever their depth):
+    equal bit for bit, past the depths where XLA's ``exp2`` is inexact too."""
+    import jax
+    import jax.numpy as jnp
+
+    count = 200
+    slots = np.random.default_rng(depth).integers(0, 2**depth, count).astype(np.int32)
+    slots[:2] = (0, 2**depth - 1)
+
+    @jax.jit
+    def device(slots, depths):
+        rows = partition.lower_corner_levels(lambda t: (slots >> t) & 1, depth, d, count)
+        one = jax.vmap(lambda r: partition.lower_corners(
+            lambda t: ((slots >> t) & 1) * (t < r), depth, d, count))(depths)
+        return rows, one
+
+    rows, one = map(np.asarray, device(jnp.asarray(slots), jnp.arange(depth + 1)))
+    assert rows.shape == (depth + 1, count, d)
+    np.testing.assert_array_equal(rows, one)
+    assert np.all(rows[1:] >= rows[:-1]) and np.any(rows[-1] > 0)
+
+
 def test_device_tree():
     rng = np.random.default_rng(3)
     tree = DataTree.build(rng.random((60, 3)), 40)

@@ -74,6 +74,15 @@ def test_complete_trees_on_the_host(depth, atoms, share):
     assert within(peak / block, T._complete_bytes(depth, atoms))
 
 
+@pytest.mark.parametrize("depth, atoms", [(12, 4096), (15, 32768), (10, 4096)])
+def test_complete_trees_in_place(depth, atoms):
+    block = 16
+    compiled = T._planar_kernel.lower(
+        f32(2**depth), i32(2**depth, 2), f32(block, atoms, 2), f32(block, atoms),
+        i32(block, atoms), depth=depth).compile()
+    assert within(per_replicate(compiled, block), T._planar_bytes(depth, atoms))
+
+
 @pytest.mark.parametrize("n, directions, atoms", [(2000, 200, 64), (30000, 2, 4096),
                                                   (5000, 8, 1024)])
 def test_bracket_projections(n, directions, atoms):

@@ -108,6 +108,16 @@ def balanced_replicate(rng, d, r, m):
     return pad_atoms(points, _random_weights(rng, m), np.full(m, r))
 
 
+def in_place_replicate(rng, d, r):
+    """A complete depth-``r`` release in PMM's planar order: slot ``i`` holds an atom of
+    the cell whose path bit ``b_t`` is bit ``t`` of ``i`` (built from the bits here, not
+    from ``tree._planar_grid``), root-padded."""
+    slots = np.arange(2**r)
+    codes = sum(((slots >> t) & 1) << (r - 1 - t) for t in range(r))  # Morton: b_0 first
+    points = np.array([_inside(rng, *_cell_box(c, r, d)) for c in codes])
+    return pad_atoms(points, _random_weights(rng, 2**r), np.full(2**r, r))
+
+
 def grow_tree(rng, n_leaves, max_depth):
     """Leaves ``(code, level)`` of a random tree grown by splitting random leaves."""
     leaves = [(0, 0)]
@@ -317,6 +327,35 @@ def test_dropping_inert_atoms_changes_nothing():
     full = tree_w1(data, make_measure(*stack(balanced + [unbalanced_replicate(rng, 2, 5)])), "l2")
     for field in ("value", "upper"):
         np.testing.assert_allclose(getattr(compact, field), getattr(full, field)[:5], rtol=1e-6)
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_in_place_releases_against_pot(metric):
+    """Balanced releases whose atoms sit in planar order are measured on the device in
+    place (``tree._planar_levels``); the same atoms out of place (two slots swapped, an
+    atom moved to another cell of its level, a permutation of a PMM-style release) take
+    the host route.  Every replicate against the brute-force POT reference, and the
+    route each took."""
+    rng = np.random.default_rng(21)
+    X = make_data(rng, 2)
+    reps = [in_place_replicate(rng, 2, r) for r in (4, 3, 4)]
+    swapped = [a.copy() for a in in_place_replicate(rng, 2, 4)]
+    swapped[0][[2, 5]] = swapped[0][[5, 2]]
+    moved = [a.copy() for a in in_place_replicate(rng, 2, 3)]
+    moved[0][1] = moved[0][6]  # two atoms in one cell, another cell empty
+    shuffled = [a.copy() for a in in_place_replicate(rng, 2, 4)]
+    order = np.concatenate([rng.permutation(16), np.arange(16, M_ATOMS)])
+    shuffled = [a[order] for a in shuffled]
+    out = make_measure(*stack(reps + [swapped, moved, shuffled]))
+    check_against_reference(X, out, metric)
+    arrays = check_measure(out, 2)[:3]
+    data = prepare_w1(X, 4)
+    morton, grid = T._planar_grid(4, 2)
+    counts = T._cell_histogram(data, 4)
+    *_, placed, balanced = T._planar_kernel(
+        jnp.asarray(counts[morton] / counts.sum(), jnp.float32), grid, *arrays, depth=4)
+    assert np.asarray(balanced).all()
+    np.testing.assert_array_equal(placed, [True, True, True, False, False, False])
 
 
 def test_no_recompile_across_weights_metrics_and_data_sets():

@@ -94,10 +94,11 @@ gives its blocks' atoms, so more than ``CANDIDATES`` (with 4, its column generat
 three times the rounds); later rounds add ``CANDIDATES`` (with this many, each round
 added more arcs than the level had, and its restarts took as long as its cold start)."""
 GUIDED_ROUNDS = 1
-"""Rounds of that level, above the points: the finer levels (or the points' regions and
-the plan-adapted level) take it from its plan and duals.  Its later rounds each took as
+"""Rounds of that level when it is the last above points solved by regions, which (with
+the plan-adapted level) take it from its plan and duals: its later rounds each took as
 long as its first and more (their restarts pivoted ever more, the dual value still
-rising), where the finer levels met rtol from the first round's."""
+rising), where the regions met rtol from the first round's.  Above a level solved as one
+LP it keeps its rounds (with one, that level's took twice the time)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -314,7 +315,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     # the first LP starts from the level above's tree refined, or its column duals
     solution = None if coarsest else lp.Plan((), (), (), (), last.v, tree)
     previous = -np.inf
-    rounds = GUIDED_ROUNDS if guided and not finest and not rep.grouped else MAX_ROUNDS
+    by_regions = index + 2 == len(data.levels) and data.levels[-1].size > levels.MAX_LP_BLOCKS
+    rounds = GUIDED_ROUNDS if guided and by_regions and not rep.grouped else MAX_ROUNDS
     for _ in range(rounds):
         r, c = np.divmod(arcs, m)
         solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,

@@ -10,6 +10,7 @@ reason, within the stated timeout.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -173,7 +174,12 @@ def test_a_killed_process_and_a_rerun_end_with_the_uninterrupted_table(tmp_path,
     proc = _jaxsynth(launch, cli_env)
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stderr[-3000:]
-    assert f"{40000 - written} computed now, {written} already there" in stdout
+    # the rerun keeps what the store committed: at least the rows its sidecar counted,
+    # more where the kill (SIGKILL after the grace period, on a loaded machine) fell
+    # between an append and its commit (the append is whole: its digest is pending)
+    now, there = map(int, re.search(r"(\d+) computed now, (\d+) already there",
+                                    stdout).groups())
+    assert now + there == 40000 and written <= there < 40000, stdout
     assert _table(out).equals(_table(alone))
 
 

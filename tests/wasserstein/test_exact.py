@@ -116,8 +116,10 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
 
 
-@pytest.mark.parametrize("dense_arcs", [exact_w1.DENSE_ARCS, 0])
-@pytest.mark.parametrize("data, metric", [("uniform", "linf"), ("spiral", "l2")])
+@pytest.mark.parametrize("data, metric, dense_arcs", [
+    ("uniform", "linf", exact_w1.DENSE_ARCS), ("spiral", "l2", 0),
+    pytest.param("uniform", "linf", 0, marks=pytest.mark.slow),
+    pytest.param("spiral", "l2", exact_w1.DENSE_ARCS, marks=pytest.mark.slow)])
 def test_levels_with_fewer_blocks_than_atoms_go_by_groups_of_atoms(data, metric, dense_arcs,
                                                                    monkeypatch):
     # 16 and 128 blocks above 1024 and the points, about 500-600 PMM atoms: the levels

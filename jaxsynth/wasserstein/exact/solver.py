@@ -108,9 +108,7 @@ def w1_exact_replicate(data: ExactData, points, weights, metric: str = "linf",
     """
     lower, upper = _timed_pair(data, points, weights, metric, rtol, times, passes,
                                check_positive_int(threads, "threads"))
-    if upper - lower > rtol * upper:
-        warnings.warn(f"exact W1: relative gap {(upper - lower) / upper:.3g} > rtol = {rtol}; "
-                      "the pair is still certified", stacklevel=2)
+    _warn_wide(np.array([lower]), np.array([upper]), rtol, ["the replicate"])
     return lower, upper
 
 

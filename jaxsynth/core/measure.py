@@ -234,19 +234,20 @@ def _check_mass(totals, name: str) -> None:
         )
 
 
-def positive_atoms(weights, *arrays, width: int | None = None):
+def positive_atoms(weights, *arrays, width: int | None = None, keep=None):
     """Every replicate's atoms of positive weight first, in their order (host NumPy).
 
     Args:
       weights: [B, M] weights; arrays: per-atom arrays [B, M, ...] (points, depths).
       width: atom slots kept (at least the largest count; default: that count).
+      keep: [B, M] bool, the atoms kept (default ``weights > 0``).
 
     Returns:
       ``(weights [B, width], *arrays [B, width, ...], counts [B])``: slots past a
-      replicate's ``count`` positive atoms have weight 0 and repeat its first atom.
+      replicate's ``count`` kept atoms have weight 0 and repeat its first kept atom.
     """
     weights = np.asarray(weights)
-    keep = weights > 0
+    keep = weights > 0 if keep is None else np.asarray(keep)
     counts = keep.sum(axis=1)
     rows, cols = np.nonzero(keep)
     slot = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)

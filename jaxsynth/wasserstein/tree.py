@@ -566,18 +566,26 @@ def _cell_histogram(data: TreeData, depth: int) -> np.ndarray:
 
 
 def _drop_inert_atoms(points, weights, leaf_depth):
-    """Drop zero-weight atoms when every replicate is balanced (PMM-family outputs).
+    """Drop the atoms that cannot change a tree: every zero-weight atom when every
+    replicate is balanced (PMM-family outputs), else the engine's padding (zero weight at
+    the root: its cell holds every other atom, ``_replicate`` never keeps it).
 
     A balanced replicate's tree (``_balanced``) is the complete depth-``r`` tree whatever
     zero-weight atoms exist (root padding is ignored, depth-``r`` ones are empty leaves),
-    so dropping them changes nothing but the work.  Unbalanced trees keep every atom:
-    zero-mass leaves matter.  The new atom count is ``batching.capacity_bucket`` of the
-    largest positive count (``core.measure.positive_atoms``, host NumPy).
+    so dropping them changes nothing but the work.  Unbalanced trees keep their
+    zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves matter.
+    The new atom count is ``batching.capacity_bucket`` of the most kept atoms of a
+    replicate (``core.measure.positive_atoms``, host NumPy; a slot past a replicate's
+    atoms repeats its first with weight 0, in that atom's cell, which changes nothing).
     """
-    width = capacity_bucket(int((weights > 0).sum(axis=1).max(initial=1)))
-    if width >= weights.shape[1] or not _balanced(weights, leaf_depth):
+    keep = weights > 0
+    if not _balanced(weights, leaf_depth):
+        keep |= leaf_depth > 0
+    width = capacity_bucket(int(keep.sum(axis=1).max(initial=1)))
+    if width >= weights.shape[1]:
         return points, weights, leaf_depth
-    weights, points, leaf_depth, _ = positive_atoms(weights, points, leaf_depth, width=width)
+    weights, points, leaf_depth, _ = positive_atoms(weights, points, leaf_depth, width=width,
+                                                    keep=keep)
     return points, weights, leaf_depth
 
 

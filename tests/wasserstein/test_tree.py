@@ -329,6 +329,35 @@ def test_dropping_inert_atoms_changes_nothing():
         np.testing.assert_allclose(getattr(compact, field), getattr(full, field)[:5], rtol=1e-6)
 
 
+def test_unbalanced_trees_lose_only_their_root_padding(monkeypatch):
+    """An unbalanced batch (PrivTree-like, padded far past its leaves) loses the engine's
+    root padding before the kernel and keeps its zero-weight leaves: the values equal the
+    brute-force reference and the kernel's on every atom."""
+    rng = np.random.default_rng(16)
+    X = make_data(rng, 2)
+    reps = [pad_atoms(*(a[a_live] for a in rep[:3]), size=4 * M_ATOMS)
+            for rep in (unbalanced_replicate(rng, 2, k) for k in (5, 11, 17))
+            for a_live in [(rep[1] > 0) | (rep[2] > 0)]]
+    P, w, lv = stack(reps)
+    dropped = T._drop_inert_atoms(P, w, lv)
+    assert dropped[1].shape[1] < 2 * M_ATOMS
+    assert ((w == 0) & (lv > 0)).any()
+    for i in range(len(reps)):  # every leaf kept in its order, zero-weight ones too
+        live = (w[i] > 0) | (lv[i] > 0)
+        for kept, original in zip(dropped, (P, w, lv)):
+            np.testing.assert_array_equal(kept[i][:live.sum()], original[i][live])
+    data = prepare_w1(X, DEPTH, size=N_DATA)
+    compact = tree_w1(data, make_measure(P, w, lv), "l2")
+    monkeypatch.setattr(T, "_drop_inert_atoms", lambda *atoms: atoms)
+    full = tree_w1(data, make_measure(P, w, lv), "l2")
+    for i in range(len(reps)):
+        tree, upper, _ = reference(X, P[i], w[i], lv[i], "l2")
+        assert float(compact.value[i]) == pytest.approx(tree, rel=1e-5)
+        assert float(compact.upper[i]) == pytest.approx(upper, rel=1e-5)
+    for field in ("value", "upper", "valid"):
+        np.testing.assert_array_equal(getattr(compact, field), getattr(full, field))
+
+
 @pytest.mark.parametrize("metric", METRICS)
 def test_in_place_releases_against_pot(metric):
     """Balanced releases whose atoms sit in planar order are measured on the device in

@@ -244,7 +244,8 @@ def positive_atoms(weights, *arrays, width: int | None = None, keep=None):
 
     Returns:
       ``(weights [B, width], *arrays [B, width, ...], counts [B])``: slots past a
-      replicate's ``count`` kept atoms have weight 0 and repeat its first kept atom.
+      replicate's ``count`` kept atoms have weight 0 and repeat its last kept atom (an
+      order of the atoms stays an order).
     """
     weights = np.asarray(weights)
     keep = weights > 0 if keep is None else np.asarray(keep)
@@ -254,9 +255,9 @@ def positive_atoms(weights, *arrays, width: int | None = None, keep=None):
     width = int(counts.max(initial=1)) if width is None else width
     out = [np.zeros((len(weights), width), weights.dtype)]
     out[0][rows, slot] = weights[rows, cols]
-    first = np.argmax(keep, axis=1)
+    last = keep.shape[1] - 1 - np.argmax(keep[:, ::-1], axis=1)
     for a in map(np.asarray, arrays):
-        filled = np.repeat(a[np.arange(len(a)), first][:, None], width, axis=1)
+        filled = np.repeat(a[np.arange(len(a)), last][:, None], width, axis=1)
         filled[rows, slot] = a[rows, cols]
         out.append(filled)
     return (*out, counts)

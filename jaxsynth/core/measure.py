@@ -244,8 +244,7 @@ def positive_atoms(weights, *arrays, width: int | None = None, keep=None):
 
     Returns:
       ``(weights [B, width], *arrays [B, width, ...], counts [B])``: slots past a
-      replicate's ``count`` kept atoms have weight 0 and repeat its last kept atom (an
-      order of the atoms stays an order).
+      replicate's ``count`` kept atoms have weight 0 and repeat its first kept atom.
     """
     weights = np.asarray(weights)
     keep = weights > 0 if keep is None else np.asarray(keep)
@@ -255,9 +254,9 @@ def positive_atoms(weights, *arrays, width: int | None = None, keep=None):
     width = int(counts.max(initial=1)) if width is None else width
     out = [np.zeros((len(weights), width), weights.dtype)]
     out[0][rows, slot] = weights[rows, cols]
-    last = keep.shape[1] - 1 - np.argmax(keep[:, ::-1], axis=1)
+    first = np.argmax(keep, axis=1)
     for a in map(np.asarray, arrays):
-        filled = np.repeat(a[np.arange(len(a)), last][:, None], width, axis=1)
+        filled = np.repeat(a[np.arange(len(a)), first][:, None], width, axis=1)
         filled[rows, slot] = a[rows, cols]
         out.append(filled)
     return (*out, counts)

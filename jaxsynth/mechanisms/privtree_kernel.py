@@ -13,9 +13,7 @@ need no sort:
   even share among its siblings when none is positive (``"topdown"``);
 * the NOT PRIVATE level statistics (``core.measure.LEVEL_FIELDS``) sum, per level,
   ``|n_v/n − mass_v|`` over the nodes ``v ≠ root`` and the data plus synthetic mass of
-  the leaves; the tree W1 method weighs them into the tree W1 and its upper bound;
-* the atoms are the leaves in depth-first order (``_depth_first``), their cells' Morton
-  order, so that a tree W1 of the released atoms needs no sort.
+  the leaves; the tree W1 method weighs them into the tree W1 and its upper bound.
 
 Shifted partitions (``shifted``): the public shift ``U`` comes from the replicate's
 ``SHIFT`` words; the data ``y = (x + U)/2`` are coded, sorted and descended on the
@@ -342,9 +340,10 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     statistics = _level_statistics(jnp.clip(level, 0, L), L,
                                    scale * jnp.where(child, jnp.abs(data - mass), 0.0),
                                    scale * jnp.where(leaf, data + mass, 0.0))
-    # atoms: the leaves at the front in depth-first order; zero padding after them
-    n_leaves, atoms = _depth_first(static, bounds, leaf, parent, first, last, has_two,
-                                   (table["points"], mass, level, table["noisy"] / n))
+    # atoms: the leaves, moved to the front in table order; zero padding after them
+    n_leaves, atoms = frontier.compact(
+        leaf, (table["points"], mass, level, table["noisy"] / n)
+    )
     first = slot < n_leaves
     points, leaf_mass, leaf_level, noisy = (
         jnp.where(first, a, jnp.zeros_like(a)) for a in atoms
@@ -365,39 +364,6 @@ def _reconstruct(static, table, bounds, reached, overflow, cap_hits, n, shared, 
     if shift is not None:
         out["shift"] = shift
     return {**out, **statistics}
-
-
-def _depth_first(static, bounds, leaf, parent, first, last, has_two, tree):
-    """The leaves moved to the front in depth-first order, the lower child first: the
-    order of their cells' Morton codes, in which the tree W1 of the atoms needs no sort
-    (``wasserstein.tree``).  A node's first leaf follows its lower sibling's leaves
-    (``first``: the lower child, written before the upper one, ``last``); two sweeps of the
-    breadth-first table, as ``_reconstruct``'s.  Returns ``(count, tree)`` as
-    ``frontier.compact``, entries past ``count`` zero."""
-    Q, L, P = static.capacity, static.max_depth, static.piece
-    slack = jnp.zeros(P, jnp.int32)
-
-    def at(values, index):
-        return values[jnp.clip(index, 0, values.shape[0] - 1)]
-
-    def leaves_below(counts, index, valid):  # deepest levels first
-        below = at(counts, at(first, index)) + jnp.where(at(has_two, index),
-                                                         at(counts, at(last, index)), 0)
-        return jnp.where(valid, jnp.where(at(leaf, index), 1, below), at(counts, index))
-
-    counts = _sweep(bounds, jnp.arange(L, -1, -1), P, leaves_below,
-                    jnp.concatenate([leaf.astype(jnp.int32), slack]))[:Q]
-
-    def offset(offsets, index, valid):  # shallowest levels first
-        up = at(parent, index)
-        lower = at(first, up)
-        value = at(offsets, up) + jnp.where(index == lower, 0, at(counts, lower))
-        return jnp.where(valid, value, at(offsets, index))
-
-    offsets = _sweep(bounds, jnp.arange(1, L + 1), P, offset, jnp.zeros(Q + P, jnp.int32))[:Q]
-    position = jnp.where(leaf, offsets, Q)
-    return counts[0], jax.tree_util.tree_map(
-        lambda a: jnp.zeros_like(a).at[..., position].set(a, mode="drop"), tree)
 
 
 def _level_statistics(level, depth: int, gap, leaf) -> dict:

@@ -15,10 +15,8 @@ device straight from the atoms where they sit in place (PMM's planar order, chec
 each atom's cell: ``_planar_levels``), else histogrammed in Morton order on the host
 (float64).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
 code's cell counts at every level); per replicate, on the device, the atoms are coded,
-sorted (unless every replicate's already are: PrivTree releases its leaves in depth-first
-order, ``_in_code_order``) and placed between their neighbouring data codes by a binary
-search, and each level sums over the atoms' cells only (``O(M log M + M log U + M·L)``);
-the atoms' cells
+sorted and placed between their neighbouring data codes by a binary search, and each
+level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
 must form an antichain (else ``TreeW1.valid`` is False).  Derivations, leaf rules,
 lemmas and the upper bound's proof: ``docs/theory/w1-methods.md``.
 """
@@ -248,26 +246,7 @@ def _sort_codes(words, depth: int):
         return (
             jnp.sort((code << jnp.uint32(index_bits)) | index) & ((1 << index_bits) - 1)
         ).astype(jnp.int32)
-    return jax.lax.sort((*words, index), num_keys=len(words), is_stable=True)[-1].astype(
-        jnp.int32)
-
-
-def _atom_codes(points, shift, *, depth: int):
-    """Codes of a replicate's atoms [M, d] (of ``(points + U)/2`` under a shift ``U``)."""
-    return morton_words_of_sum(jnp, points, 0.0 if shift is None else shift, depth,
-                               shift is not None)
-
-
-def _code_order(awords, depth: int):
-    """The code order of a chunk's atoms (codes [B, M] a word): no sort where every
-    replicate's atoms are in order already (PrivTree's leaves, depth first), the same
-    permutation as the stable sort's (``_sort_codes``)."""
-    in_order = ~jnp.any(_lex_less(tuple(w[:, 1:] for w in awords),
-                                  tuple(w[:, :-1] for w in awords)))
-    shape = awords[0].shape
-    return jax.lax.cond(
-        in_order, lambda: jnp.broadcast_to(jnp.arange(shape[1], dtype=jnp.int32), shape),
-        lambda: jax.vmap(functools.partial(_sort_codes, depth=depth))(awords))
+    return jax.lax.sort((*words, index), num_keys=len(words))[-1].astype(jnp.int32)
 
 
 class MetricTables(NamedTuple):
@@ -335,8 +314,8 @@ def _cell_counts(dwords, dcounts, depth: int):
 _data_cells = jax.jit(_cell_counts, static_argnames="depth")
 
 
-def _replicate(levels, count, dwords, dcounts, cells, awords, perm, weights, leaf_depth, shift,
-               *, depth):
+def _replicate(levels, count, dwords, dcounts, cells, points, weights, leaf_depth, shift, *,
+               depth):
     """Level statistics and validity of one replicate's tree (module docstring).
 
     Args:
@@ -345,8 +324,7 @@ def _replicate(levels, count, dwords, dcounts, cells, awords, perm, weights, lea
       dwords: [U, W] uint32 sorted data codes; dcounts: [U] int32 multiplicities; cells:
         [D + 1, U] int32 their level cells' counts (``_cell_counts``), or ``None`` (then
         computed here: a shifted replicate's data codes are its own).
-      awords: the atoms' codes (``_atom_codes``), a tuple of [M] uint32; perm: [M] their
-        code order (``_chunk_kernel``); weights: [M]; leaf_depth: [M] int32.
+      points: [M, d] float32; weights: [M]; leaf_depth: [M] int32.
       shift: [d] float32 partition shift ``U``, or ``None``.
 
     Returns:
@@ -358,6 +336,10 @@ def _replicate(levels, count, dwords, dcounts, cells, awords, perm, weights, lea
     if cells is None:
         cells = _cell_counts(dwords, dcounts, depth)
     weights = weights / jnp.sum(weights)  # as exact1d and scipy: ν normalised to mass 1
+    awords = morton_words_of_sum(
+        jnp, points, 0.0 if shift is None else shift, depth, shift is not None
+    )
+    perm = _sort_codes(awords, depth)
     awords = tuple(w[perm] for w in awords)
     wt, lvl = weights[perm], leaf_depth[perm]
 
@@ -556,28 +538,15 @@ def _complete_tree(data: TreeData, points, weights, leaf_depth, depth: int, batc
 
 @functools.cache
 def _chunk_kernel(depth: int, shifted: bool):
-    """Jitted over a chunk: the atoms' codes, their order (``_code_order``) and each
-    replicate's ``_replicate``, vmapped; data shared unless shifted."""
+    """Jitted ``_replicate`` vmapped over a chunk; data shared unless shifted."""
     kernel = functools.partial(_replicate, depth=depth)
-    codes = jax.vmap(functools.partial(_atom_codes, depth=depth))
     if shifted:
-        per_rep = jax.vmap(
-            lambda lv, c, dw, dc, a, o, w, ld, u: kernel(lv, c, dw, dc, None, a, o, w, ld, u),
-            in_axes=(None, None, 0, 0, 0, 0, 0, 0, 0))
-
-        def chunk(lv, c, dw, dc, p, w, ld, u):
-            awords = codes(p, u)
-            return per_rep(lv, c, dw, dc, awords, _code_order(awords, depth), w, ld, u)
-    else:
-        per_rep = jax.vmap(
-            lambda lv, c, dw, dc, cells, a, o, w, ld: kernel(lv, c, dw, dc, cells, a, o, w, ld,
-                                                             None),
-            in_axes=(None, None, None, None, None, 0, 0, 0, 0))
-
-        def chunk(lv, c, dw, dc, cells, p, w, ld):
-            awords = codes(p, None)
-            return per_rep(lv, c, dw, dc, cells, awords, _code_order(awords, depth), w, ld)
-    return jax.jit(chunk)
+        return jax.jit(jax.vmap(
+            lambda lv, c, dw, dc, p, w, ld, u: kernel(lv, c, dw, dc, None, p, w, ld, u),
+            in_axes=(None, None, 0, 0, 0, 0, 0, 0)))
+    return jax.jit(jax.vmap(
+        lambda lv, c, dw, dc, cells, p, w, ld: kernel(lv, c, dw, dc, cells, p, w, ld, None),
+        in_axes=(None, None, None, None, None, 0, 0, 0)))
 
 
 def _balanced(weights, leaf_depth) -> bool:
@@ -607,7 +576,7 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves matter.
     The new atom count is ``batching.capacity_bucket`` of the most kept atoms of a
     replicate (``core.measure.positive_atoms``, host NumPy; a slot past a replicate's
-    atoms repeats its last with weight 0, in that atom's cell, which changes nothing).
+    atoms repeats its first with weight 0, in that atom's cell, which changes nothing).
     """
     keep = weights > 0
     if not _balanced(weights, leaf_depth):
@@ -679,12 +648,12 @@ def _tree_levels(data: TreeData, points, weights, leaf_depth, shift, metric, bat
         shared, per_rep = shared + (data.words, data.counts, data.cells), ()
     else:
         per_rep = _shifted_data(data, shift) + (shift,)
+    kernel = _chunk_kernel(data.depth, shift is not None)
     arrays = per_rep[:2] + (points, weights, leaf_depth) + per_rep[2:]
     if batch_size is None:
         batch_size = fitting_batch(
             _replicate_bytes(data, weights.shape[1], shift is not None), device_memory(),
             DEFAULT_BATCH_SIZE)
-    kernel = _chunk_kernel(data.depth, shift is not None)
     return chunked(lambda *chunk: kernel(*shared, *chunk), arrays, batch_size)
 
 

@@ -151,36 +151,6 @@ def test_leaves_partition_the_cube(X, batch):
         assert int(out.depth) == depth.max() <= CAP
 
 
-def _morton_interval(depth: int, cell, d: int = 2):
-    """[start, end) of a depth-``depth`` cell in the Morton order of depth-``CAP`` codes:
-    its path, level ``t`` bisecting coordinate ``(t − 1) mod d`` (brute force)."""
-    bits = partition.coordinate_resolution(depth, d)
-    code, used = 0, [0] * d
-    for t in range(depth):
-        axis = t % d
-        code = 2 * code + (int(cell[axis]) >> (int(bits[axis]) - 1 - used[axis])) % 2
-        used[axis] += 1
-    start = code << (CAP - depth)
-    return start, start + (1 << (CAP - depth))
-
-
-def test_leaves_are_released_depth_first(X, batch, shifted):
-    """The leaves come in depth-first order, the lower child first: their cells follow
-    each other in Morton order (tiling it without a gap, or, shifted, the window's
-    cells with gaps), the order in which the tree W1 needs no sort."""
-    U = np.asarray(shifted.info["shift"], np.float64)
-    for e, s in itertools.product(range(2), range(4)):
-        for out, u in ((batch[e, s], None), (shifted[e, s], U[e, s])):
-            _, depth, cells = _leaf_cells(out, u)
-            spans = [_morton_interval(int(k), cell) for k, cell in zip(depth, cells)]
-            ends, starts = np.array([b for _, b in spans[:-1]]), np.array([a for a, _ in spans[1:]])
-            if u is None:
-                assert spans[0][0] == 0 and spans[-1][1] == 1 << CAP
-                np.testing.assert_array_equal(starts, ends)
-            else:
-                assert np.all(starts >= ends)
-
-
 def test_outputs_are_well_formed(batch):
     w = np.asarray(batch.weights)
     assert w.shape == (2, 4, CAPACITY)

@@ -22,7 +22,6 @@ import jaxsynth as js
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import SyntheticMeasure, check_measure
-from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.experiments import datasets
 from jaxsynth.wasserstein import TreeData, prepare_w1, w1
 from jaxsynth.wasserstein import tree as T
@@ -357,39 +356,6 @@ def test_unbalanced_trees_lose_only_their_root_padding(monkeypatch):
         assert float(compact.upper[i]) == pytest.approx(upper, rel=1e-5)
     for field in ("value", "upper", "valid"):
         np.testing.assert_array_equal(getattr(compact, field), getattr(full, field))
-
-
-@pytest.mark.parametrize("shifted", [False, True])
-def test_atoms_in_code_order_skip_the_sort_with_the_same_bits(shifted):
-    """A chunk whose replicates are all in code order (PrivTree's depth-first leaves) is
-    not sorted (``tree._code_order``): against the brute-force reference, and bit for bit
-    the values of the same replicates in a chunk that one shuffled replicate sorts."""
-    rng = np.random.default_rng(17)
-    X = make_data(rng, 2)
-    shift = rng.random((4, 2)).astype(np.float32) if shifted else None
-    reps = [unbalanced_replicate(rng, 2, k, None if shift is None else shift[i].astype(float))
-            for i, k in enumerate((6, 9, 13, 4))]
-    ordered = []
-    for i, (P, w, lv) in enumerate(reps):  # live atoms in code order, root padding after
-        live = (w > 0) | (lv > 0)
-        codes = np.stack(morton_words_of_sum(np, P[live].astype(np.float64),
-                                             0.0 if shift is None else shift[i].astype(float),
-                                             DEPTH, shifted), -1)
-        order = np.lexsort(codes.T[::-1])
-        ordered.append(pad_atoms(*(a[live][order] for a in (P, w, lv))))
-    info = None if shift is None else {"shift": jnp.asarray(shift)}
-    data = prepare_w1(X, DEPTH, size=N_DATA)
-    sorted_batch = tree_w1(data, make_measure(*stack(ordered), info), "l2")
-    mixed = ordered[:2] + [reps[2]] + ordered[3:]
-    assert not np.array_equal(reps[2][0], ordered[2][0])  # out of order
-    mixed_batch = tree_w1(data, make_measure(*stack(mixed), info), "l2")
-    for field in ("value", "upper", "valid"):
-        np.testing.assert_array_equal(getattr(sorted_batch, field)[[0, 1, 3]],
-                                      getattr(mixed_batch, field)[[0, 1, 3]])
-    for i, (P, w, lv) in enumerate(ordered):
-        tree, upper, _ = reference(X, P, w, lv, "l2", None if shift is None else shift[i].astype(float))
-        assert float(sorted_batch.value[i]) == pytest.approx(tree, rel=1e-5)
-        assert float(sorted_batch.upper[i]) == pytest.approx(upper, rel=1e-5)
 
 
 @pytest.mark.parametrize("metric", METRICS)

@@ -575,8 +575,9 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     so dropping them changes nothing but the work.  Unbalanced trees keep their
     zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves matter.
     The new atom count is ``batching.capacity_bucket`` of the most kept atoms of a
-    replicate (``core.measure.positive_atoms``, host NumPy; a slot past a replicate's
-    atoms repeats its first with weight 0, in that atom's cell, which changes nothing).
+    replicate: the first slots where the dropped ones trail (a release's padding), else
+    ``core.measure.positive_atoms`` (host NumPy; a slot past a replicate's atoms repeats
+    its first with weight 0, in that atom's cell, which changes nothing).
     """
     keep = weights > 0
     if not _balanced(weights, leaf_depth):
@@ -584,6 +585,8 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     width = capacity_bucket(int(keep.sum(axis=1).max(initial=1)))
     if width >= weights.shape[1]:
         return points, weights, leaf_depth
+    if not keep[:, width:].any():  # the padding trails every replicate's atoms: a cut
+        return points[:, :width], weights[:, :width], leaf_depth[:, :width]
     weights, points, leaf_depth, _ = positive_atoms(weights, points, leaf_depth, width=width,
                                                     keep=keep)
     return points, weights, leaf_depth

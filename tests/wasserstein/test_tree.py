@@ -329,15 +329,20 @@ def test_dropping_inert_atoms_changes_nothing():
         np.testing.assert_allclose(getattr(compact, field), getattr(full, field)[:5], rtol=1e-6)
 
 
-def test_unbalanced_trees_lose_only_their_root_padding(monkeypatch):
+@pytest.mark.parametrize("trailing", [True, False])
+def test_unbalanced_trees_lose_only_their_root_padding(trailing, monkeypatch):
     """An unbalanced batch (PrivTree-like, padded far past its leaves) loses the engine's
-    root padding before the kernel and keeps its zero-weight leaves: the values equal the
-    brute-force reference and the kernel's on every atom."""
+    root padding before the kernel (cut off where it trails the leaves, as releases pad,
+    else gathered out) and keeps its zero-weight leaves: the values equal the brute-force
+    reference and the kernel's on every atom."""
     rng = np.random.default_rng(16)
     X = make_data(rng, 2)
     reps = [pad_atoms(*(a[a_live] for a in rep[:3]), size=4 * M_ATOMS)
             for rep in (unbalanced_replicate(rng, 2, k) for k in (5, 11, 17))
             for a_live in [(rep[1] > 0) | (rep[2] > 0)]]
+    if not trailing:
+        reps = [tuple(a[order] for a in rep)
+                for rep in reps for order in [rng.permutation(4 * M_ATOMS)]]
     P, w, lv = stack(reps)
     dropped = T._drop_inert_atoms(P, w, lv)
     assert dropped[1].shape[1] < 2 * M_ATOMS

@@ -122,15 +122,20 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
     pytest.param("spiral", "l2", exact_w1.DENSE_ARCS, marks=pytest.mark.slow)])
 def test_levels_with_fewer_blocks_than_atoms_go_by_groups_of_atoms(data, metric, dense_arcs,
                                                                    monkeypatch):
-    # 16 and 128 blocks above 1024 and the points, about 500-600 PMM atoms: the levels
-    # with fewer than m / ATOMS_PER_BLOCK blocks are solved against groups of atoms
-    # (densely, or by column generation with DENSE_ARCS = 0), the next from their duals
+    # 16 and 128 blocks above 1024 and the points, about 500-600 PMM atoms: with more
+    # than GROUPED_FROM atoms a coarsest block (8 here), the levels with fewer than
+    # m / ATOMS_PER_BLOCK blocks are solved against groups of atoms (densely, or by
+    # column generation with DENSE_ARCS = 0), the next from their duals; with at most
+    # GROUPED_FROM, none
     monkeypatch.setattr(exact_w1, "DENSE_ARCS", dense_arcs)
+    monkeypatch.setattr(exact_w1, "GROUPED_FROM", 8)
     X = js.datasets.load(data, n=3000, key=0, **({"d": 3} if data == "uniform" else {}))
     out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=2)
     data = prepare_exact(X, clusters=16)
     for w in np.asarray(out.weights).reshape(2, -1):
-        assert exact_w1._first_level(data, int((w > 0).sum())) >= 1
+        m = int((w > 0).sum())
+        assert m > 8 * 16 and exact_w1._first_level(data, m) >= 1
+        assert exact_w1._first_level(data, 8 * 16) == 0
     check_pair(X, out, metric, clusters=16)
 
 

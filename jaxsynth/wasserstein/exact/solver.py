@@ -87,7 +87,15 @@ ATOMS_PER_BLOCK = 4
 """A level above the points with fewer blocks than ``m / ATOMS_PER_BLOCK`` (``m`` atoms) is
 solved against groups of atoms, ``ATOMS_PER_BLOCK`` groups a block (``_grouped_level``):
 on all ``m`` atoms each of its blocks sends mass to many atoms, and its column generation
-takes many rounds of LPs on all the atoms."""
+takes many rounds of LPs on all the atoms.  Only for a measure of more than
+``GROUPED_FROM`` atoms a block of the coarsest level."""
+GROUPED_FROM = 64
+"""Atoms per block of the coarsest level from which levels are solved against groups of
+atoms (PMM's many atoms in d = 3 at n = 10^6: 75 on the 3-D blobs, 152 on uniform data).
+Below it every level is solved on the atoms, as a guide is worse there: the 2-D spiral's
+PrivTree release at 10^6 (30 atoms a block) ran for more than twelve minutes by groups,
+against 23 s on the atoms (its first level on the atoms, stopped after two rounds with
+the groups' trivial ends, left the next level restarts of millions of pivots)."""
 GUIDED_CANDIDATES = 16
 """Arcs per block of the first LP of the first level solved against the atoms below
 levels solved against groups of them (``_grouped_level``): no plan of the level above
@@ -574,9 +582,12 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
 
 def _first_level(data: ExactData, m: int) -> int:
     """Index of the first level solved against ``m`` atoms (the levels above it against
-    groups of atoms, ``_grouped_level``): the first with at least ``m / ATOMS_PER_BLOCK``
-    blocks, at the latest the last level above a points' level solved by regions (which
-    starts from that level's plan), else the points'."""
+    groups of atoms, ``_grouped_level``): the coarsest for at most ``GROUPED_FROM`` atoms
+    a coarsest block, else the first with at least ``m / ATOMS_PER_BLOCK`` blocks, at the
+    latest the last level above a points' level solved by regions (which starts from that
+    level's plan), else the points'."""
+    if m <= GROUPED_FROM * data.levels[0].size:
+        return 0
     last = len(data.levels) - 1
     if last > 0 and data.levels[last].size > levels.MAX_LP_BLOCKS:
         last -= 1

@@ -116,6 +116,29 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
 
 
+@pytest.mark.parametrize("data, metric, dense_arcs", [
+    ("uniform", "linf", exact_w1.DENSE_ARCS), ("spiral", "l2", 0),
+    pytest.param("uniform", "linf", 0, marks=pytest.mark.slow),
+    pytest.param("spiral", "l2", exact_w1.DENSE_ARCS, marks=pytest.mark.slow)])
+def test_levels_with_fewer_blocks_than_atoms_go_by_groups_of_atoms(data, metric, dense_arcs,
+                                                                   monkeypatch):
+    # 16 and 128 blocks above 1024 and the points, about 500-600 PMM atoms: with more
+    # than GROUPED_FROM atoms a coarsest block (8 here), the levels with fewer than
+    # m / ATOMS_PER_BLOCK blocks are solved against groups of atoms (densely, or by
+    # column generation with DENSE_ARCS = 0), the next from their duals; with at most
+    # GROUPED_FROM, none
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", dense_arcs)
+    monkeypatch.setattr(exact_w1, "GROUPED_FROM", 8)
+    X = js.datasets.load(data, n=3000, key=0, **({"d": 3} if data == "uniform" else {}))
+    out = js.release_batch(0, js.PMM(), X, eps=[1.0], seeds=2)
+    data = prepare_exact(X, clusters=16)
+    for w in np.asarray(out.weights).reshape(2, -1):
+        m = int((w > 0).sum())
+        assert m > 8 * 16 and exact_w1._first_level(data, m) >= 1
+        assert exact_w1._first_level(data, 8 * 16) == 0
+    check_pair(X, out, metric, clusters=16)
+
+
 @pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
@@ -425,6 +448,9 @@ def test_levels_start_from_the_refined_tree(metric, monkeypatch):
     # of the level above (blocks nest): it starts from the refined tree as well
     refined.clear()
     monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 50)
+    # (7 blocks are fewer than a quarter of the atoms: that level would be solved against
+    # groups of atoms, which keep no tree to refine)
+    monkeypatch.setattr(exact_w1, "ATOMS_PER_BLOCK", 1 << 30)
     data = prepare_exact(X, 7)
     assert len(data.levels) == 3 and np.isin(data.levels[0].starts, data.levels[1].starts).all()
     exact = truth(X, out.points[0], out.weights[0], metric)

@@ -11,7 +11,8 @@ levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
 ``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
 once), each round's restricted LP restarted from the replicate's own previous basis
 and a level's first LP from the level above's tree refined (``lp.solve_arcs``), the
-points solved by regions on large data.  A pair wider than ``rtol`` warns and is still
+points solved by regions on large data; levels with too few blocks for the measure's
+many atoms are solved against groups of atoms, as a guide only.  A pair wider than ``rtol`` warns and is still
 certified.
 
 A replicate's pair depends only on the data and its own measure (canonical atom order,
@@ -82,6 +83,31 @@ REFINED_MAX_D = 2
 """A level's first LP starts from the level above's tree refined in dimensions up to this,
 above it cold, guided by the level above's duals (which was the faster start on the
 benchmarks' 3-D data: ``docs/theory/exact-w1.md``)."""
+ATOMS_PER_BLOCK = 4
+"""A level above the points with fewer blocks than ``m / ATOMS_PER_BLOCK`` (``m`` atoms) is
+solved against groups of atoms, ``ATOMS_PER_BLOCK`` groups a block (``_grouped_level``):
+on all ``m`` atoms each of its blocks sends mass to many atoms, and its column generation
+takes many rounds of LPs on all the atoms.  Only for a measure of more than
+``GROUPED_FROM`` atoms a block of the coarsest level."""
+GROUPED_FROM = 64
+"""Atoms per block of the coarsest level from which levels are solved against groups of
+atoms (PMM's many atoms in d = 3 at n = 10^6: 75 on the 3-D blobs, 152 on uniform data).
+Below it every level is solved on the atoms, as a guide is worse there: the 2-D spiral's
+PrivTree release at 10^6 (30 atoms a block) ran for more than twelve minutes by groups,
+against 23 s on the atoms (its first level on the atoms, stopped after two rounds with
+the groups' trivial ends, left the next level restarts of millions of pivots)."""
+GUIDED_CANDIDATES = 16
+"""Arcs per block of the first LP of the first level solved against the atoms below
+levels solved against groups of them (``_grouped_level``): no plan of the level above
+gives its blocks' atoms, so more than ``CANDIDATES`` (with 4, its column generation took
+three times the rounds); later rounds add ``CANDIDATES`` (with this many, each round
+added more arcs than the level had, and its restarts took as long as its cold start)."""
+GUIDED_ROUNDS = 1
+"""Rounds of that level when it is the last above points solved by regions, which (with
+the plan-adapted level) take it from its plan and duals: its later rounds each took as
+long as its first and more (their restarts pivoted ever more, the dual value still
+rising), where the regions met rtol from the first round's.  Above a level solved as one
+LP it keeps its rounds (with one, that level's took twice the time)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -158,7 +184,9 @@ def _timed(times: dict, phase: str, fn):
 class Replicate(NamedTuple):
     """One measure's fixed inputs: the data, its atoms in Morton order and their weights,
     the atoms padded where the passes run (``y``, ``size`` rows), the options, ``times``, the
-    ``passes`` that run its passes over all atoms and the ``threads`` of its regions."""
+    ``passes`` that run its passes over all atoms and the ``threads`` of its regions;
+    ``grouped``: its atoms stand for groups of the measure's (``_grouped``), whose
+    bounds are not the measure's: its ends are then the trivial ``0`` and ``diam``."""
 
     data: ExactData
     atoms: np.ndarray
@@ -171,6 +199,7 @@ class Replicate(NamedTuple):
     times: dict
     passes: object
     threads: int
+    grouped: bool = False
 
     @property
     def m(self) -> int:
@@ -232,7 +261,10 @@ def _lp(rep: Replicate, solve, *args):
 
 
 def _upper(rep: Replicate, level: Level, plan) -> float:
-    """Certified upper end of a level's plan, its seconds added to ``times["upper"]``."""
+    """Certified upper end of a level's plan, its seconds added to ``times["upper"]``
+    (``diam`` on groups of atoms)."""
+    if rep.grouped:
+        return rep.diam
     return _timed(rep.times, "upper", coupling_upper)(rep.data, level, rep.atoms, rep.w, plan,
                                                       rep.metric)
 
@@ -257,7 +289,9 @@ def _lower_end(rep: Replicate, v, fmin=None):
 
     The pass sees the centred float32 potentials ``vv``; ``(min_j c − vv_j, vv)`` is the
     dual-feasible pair whose value is certified.  ``fmin``: the points' c-transform, if
-    a pass (``_scan`` of the points under ``v``) has it already."""
+    a pass (``_scan`` of the points under ``v``) has it already.  On groups of atoms: 0."""
+    if rep.grouped:
+        return 0.0, fmin
     d = rep.data.X.shape[1]
     vv = _centred(rep, v)[:rep.m].astype(np.float64)
     if fmin is None:
@@ -290,20 +324,24 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         return _leave(rep, index, pair, solution.v), Solved(level, solution[:3], solution.u,
                                                            solution.v)
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
+    guided = not coarsest and last.plan is None  # below levels of groups of atoms
+    first_k = min(GUIDED_CANDIDATES, m) if guided else k
     v = np.zeros(m) if coarsest else last.v
     tree = None if coarsest else _refined_tree(rep, last, level)
-    inherited = [] if coarsest else [levels.inherited_arcs(last.level, level, last.plan[0],
-                                                     last.plan[1], m)]
+    inherited = [] if coarsest or last.plan is None else [
+        levels.inherited_arcs(last.level, level, last.plan[0], last.plan[1], m)]
     if tree is not None:
         inherited.append(tree.keys[tree.keys >= 0])
     nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
-    _, best = _scan(rep, level.chunks, level.size, v, k)
+    _, best = _scan(rep, level.chunks, level.size, v, first_k)
     arcs = levels.unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
                         nw_rows * m + nw_cols)
     # the first LP starts from the level above's tree refined, or its column duals
     solution = None if coarsest else lp.Plan((), (), (), (), last.v, tree)
     previous = -np.inf
-    for _ in range(MAX_ROUNDS):
+    by_regions = index + 2 == len(data.levels) and data.levels[-1].size > levels.MAX_LP_BLOCKS
+    rounds = GUIDED_ROUNDS if guided and by_regions and not rep.grouped else MAX_ROUNDS
+    for _ in range(rounds):
         r, c = np.divmod(arcs, m)
         solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
                        pair_cost(level.centroids[r], rep.atoms[c], rep.metric), solution)
@@ -343,12 +381,48 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
 def _refined_tree(rep: Replicate, last: Solved, level: Level) -> simplex.Basis | None:
     """The optimal tree of the level above's last LP as a tree of ``level``'s LP
     (``simplex.refine``; the levels nest), or ``None``: data of more than
-    ``REFINED_MAX_D`` dimensions, or no tree kept (a dense solve, POT's fallback)."""
+    ``REFINED_MAX_D`` dimensions, or no tree kept (a dense solve, POT's fallback, groups
+    of atoms)."""
     if last.basis is None or rep.data.X.shape[1] > REFINED_MAX_D:
         return None
     groups = np.searchsorted(level.starts, last.level.starts)
     return simplex.refine(last.basis, groups, level.masses, level.centroids, rep.atoms, last.v,
                           rep.metric)
+
+
+def _grouped(rep: Replicate, count: int):
+    """``rep``'s measure merged into ``count`` groups of consecutive atoms (Morton order:
+    compact groups), each at its atoms' weighted mean with their total weight; and the
+    group of each atom."""
+    starts = np.arange(count + 1) * rep.m // count
+    group = np.repeat(np.arange(count), np.diff(starts))
+    w = np.bincount(group, rep.w, count)
+    atoms = np.stack([np.bincount(group, rep.w * rep.atoms[:, k], count)
+                      for k in range(rep.atoms.shape[1])], 1) / w[:, None]
+    y, size = _padded_atoms(atoms)
+    return rep._replace(atoms=atoms, w=w, y=y, size=size, grouped=True), group
+
+
+def _grouped_level(rep: Replicate, index: int, last: Solved | None) -> Solved:
+    """Level ``index`` (too few blocks for ``rep``'s atoms, ``_first_level``) solved against
+    ``ATOMS_PER_BLOCK`` groups of atoms a block (``_grouped``), column generation as on
+    atoms, guided by ``last``'s atom duals: a guide for the next level only, with no plan
+    or tree, and the atoms' duals priced from its blocks' (``_atom_duals``).  Its pair
+    would bound W1 to the groups, not to the measure: none is taken."""
+    grouped, group = _grouped(rep, min(rep.m, ATOMS_PER_BLOCK * rep.data.levels[index].size))
+    if last is not None:  # each group guided by its first atom's dual
+        last = last._replace(v=last.v[np.searchsorted(group, np.arange(grouped.m))])
+    solved = _solve_level(grouped, index, Pair(0.0, rep.diam), last)[1]
+    return solved._replace(plan=None, v=_atom_duals(rep, solved.level, solved.u), basis=None)
+
+
+def _atom_duals(rep: Replicate, level: Level, u) -> np.ndarray:
+    """Each atom's dual from block duals ``u`` of ``level``: its c-transform
+    ``min_i c(x_i, y_j) − u_i`` over the blocks (a pass with the roles swapped), the
+    duals that price every arc to the atom at ``≥ 0``, one at 0."""
+    y, size = _padded_atoms(level.centroids)
+    blocks = rep._replace(w=level.masses, y=y, size=size)
+    return _scan(blocks, pass_chunks(rep.atoms), rep.m, u)[0]
 
 
 def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, fmin):
@@ -491,7 +565,11 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
         return max(0.0, value - err), min(diam, value + err)
     rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes, threads)
     pair, last = Pair(0.0, diam), None
+    first = _first_level(data, m)
     for index, level in enumerate(data.levels):
+        if index < first:  # too few blocks for the atoms
+            last = _grouped_level(rep, index, last)
+            continue
         if pair.met(rtol):
             break
         if last is not None and index == len(data.levels) - 1 \
@@ -500,6 +578,21 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
             break
         pair, last = _solve_level(rep, index, pair, last)
     return max(0.0, min(pair.lower, pair.upper)), min(diam, pair.upper)
+
+
+def _first_level(data: ExactData, m: int) -> int:
+    """Index of the first level solved against ``m`` atoms (the levels above it against
+    groups of atoms, ``_grouped_level``): the coarsest for at most ``GROUPED_FROM`` atoms
+    a coarsest block, else the first with at least ``m / ATOMS_PER_BLOCK`` blocks, at the
+    latest the last level above a points' level solved by regions (which starts from that
+    level's plan), else the points'."""
+    if m <= GROUPED_FROM * data.levels[0].size:
+        return 0
+    last = len(data.levels) - 1
+    if last > 0 and data.levels[last].size > levels.MAX_LP_BLOCKS:
+        last -= 1
+    return next(index for index, level in enumerate(data.levels)
+                if level.size * ATOMS_PER_BLOCK >= m or index == last)
 
 
 def check_rtol(rtol) -> float:

@@ -568,7 +568,7 @@ def _cell_histogram(data: TreeData, depth: int) -> np.ndarray:
 def _drop_inert_atoms(points, weights, leaf_depth):
     """Drop the atoms that cannot change a tree: every zero-weight atom when every
     replicate is balanced (PMM-family outputs), else the engine's padding (zero weight at
-    the root: its cell holds every other atom, ``_replicate`` never keeps it).
+    the root, whose cell holds every other atom: no tree's node or leaf).
 
     A balanced replicate's tree (``_balanced``) is the complete depth-``r`` tree whatever
     zero-weight atoms exist (root padding is ignored, depth-``r`` ones are empty leaves),

@@ -12,8 +12,8 @@ levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
 once), each round's restricted LP restarted from the replicate's own previous basis
 and a level's first LP from the level above's tree refined (``lp.solve_arcs``), the
 points solved by regions on large data; levels with too few blocks for the measure's
-many atoms are solved against groups of atoms, as a guide only.  A pair wider than ``rtol`` warns and is still
-certified.
+many atoms are solved against groups of atoms, as a guide only.  A pair wider than
+``rtol`` warns and is still certified.
 
 A replicate's pair depends only on the data and its own measure (canonical atom order,
 no state shared between replicates), whatever the batch or the thread that runs it.

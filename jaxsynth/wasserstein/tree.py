@@ -237,16 +237,31 @@ def _count_less(table, query):
 
 
 def _sort_codes(words, depth: int):
-    """Permutation sorting codes lexicographically; one packed uint32 key when it fits."""
+    """Permutation sorting the codes' ``depth`` bits, ties in index order: one packed
+    uint32 key (the bits, then the index) when it fits, else a least-significant-digit
+    radix sort of such keys, a digit of ``32 − log2 M`` bits at a time (each pass a sort
+    of plain integers, several times faster on a CPU than one sort carrying the index)."""
     m = words[0].shape[0]
-    index = jnp.arange(m, dtype=jnp.uint32)
     index_bits = max(1, (m - 1).bit_length())
-    if depth + index_bits <= WORD_BITS:
-        code = words[0] >> jnp.uint32(WORD_BITS - depth) if depth else jnp.zeros_like(index)
-        return (
-            jnp.sort((code << jnp.uint32(index_bits)) | index) & ((1 << index_bits) - 1)
-        ).astype(jnp.int32)
-    return jax.lax.sort((*words, index), num_keys=len(words))[-1].astype(jnp.int32)
+    index = jnp.arange(m, dtype=jnp.uint32)
+    low = jnp.uint32((1 << index_bits) - 1)
+    digit = WORD_BITS - index_bits
+    perm = index
+    for end in range(depth, 0, -digit):  # the digit of code bits [start, end)
+        start = max(0, end - digit)
+        key = _code_bits(tuple(w[perm] for w in words), start, end - start)
+        perm = perm[jnp.sort((key << jnp.uint32(index_bits)) | index) & low]
+    return perm.astype(jnp.int32)
+
+
+def _code_bits(words, start: int, count: int):
+    """Bits ``[start, start + count)`` of codes (bit 0 the most significant of
+    ``words[0]``) as uint32, ``0 < count ≤ 32``."""
+    word, offset = divmod(start, WORD_BITS)
+    bits = words[word] << jnp.uint32(offset) if offset else words[word]
+    if offset + count > WORD_BITS:
+        bits = bits | (words[word + 1] >> jnp.uint32(WORD_BITS - offset))
+    return bits >> jnp.uint32(WORD_BITS - count)
 
 
 class MetricTables(NamedTuple):
@@ -397,13 +412,16 @@ def _replicate(levels, count, dwords, dcounts, cells, points, weights, leaf_dept
         j = levels[i]
         cell = jnp.cumsum(split_prev < j) - 1
         node = kept & (lvl >= j)
-        nu = jax.ops.segment_sum(jnp.where(node, wt, 0.0), cell, m, indices_are_sorted=True)
-        has = jax.ops.segment_max(node, cell, m, indices_are_sorted=True)
-        mu = jax.ops.segment_max(data_in_cell(j), cell, m, indices_are_sorted=True)
-        mu = jnp.where(has, mu, 0)
+        # each cell's synthetic mass and node count (one segment sum), read at its last
+        # atom, where its data count is read too (the lemma: the same at all its atoms)
+        sums = jax.ops.segment_sum(jnp.stack([jnp.where(node, wt, 0.0), node.astype(wt.dtype)],
+                                             -1), cell, m, indices_are_sorted=True)[cell]
+        closes = (split_next < j) & (sums[:, 1] > 0)
+        mu = jnp.where(closes, data_in_cell(j), 0)
         # a balanced tree's empty leaves: the data outside the atoms' cells, at every level
         empty = jnp.where(balanced & (j <= top), (n - jnp.sum(mu)) / n, 0.0)
-        return gap.at[j].set(jnp.sum(jnp.where(has, jnp.abs(mu / n - nu), 0.0)) + empty)
+        return gap.at[j].set(jnp.sum(jnp.where(closes, jnp.abs(mu / n - sums[:, 0]), 0.0))
+                             + empty)
 
     gap = jax.lax.fori_loop(0, count, level_gap, jnp.zeros(depth + 1, jnp.float32))
     scale = 1.0 if shift is None else 2.0

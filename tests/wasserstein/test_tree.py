@@ -310,6 +310,25 @@ def test_batched_equals_per_replicate():
     assert float(dispatched) == pytest.approx(float(single.value), rel=1e-6)
 
 
+@pytest.mark.parametrize("depth, m", [(0, 5), (20, 300), (32, 2304), (45, 1000), (64, 70),
+                                      (96, 40000)])
+def test_codes_sort_as_numpy_lexsorts_them(depth, m):
+    """``tree._sort_codes`` (one packed key, or a radix sort of such keys) against NumPy's
+    stable lexicographic sort of the codes' ``depth`` bits, with many ties."""
+    rng = np.random.default_rng(depth + m)
+    words = rng.integers(0, 2**32, (T.n_words(max(depth, 1)), m), dtype=np.uint64)
+    words[:, rng.random(m) < 0.3] = words[:, :1]  # ties
+    if depth % 32:  # bits past depth are ignored
+        words[-1] = words[-1] >> np.uint64(32 - depth % 32) << np.uint64(32 - depth % 32)
+        noise = rng.integers(0, 2 ** (32 - depth % 32), m, dtype=np.uint64)
+    words = words.astype(np.uint32)
+    truth = np.lexsort(words[::-1]) if depth else np.arange(m)
+    if depth % 32:
+        words[-1] |= noise.astype(np.uint32)
+    perm = jax.jit(T._sort_codes, static_argnums=1)(tuple(jnp.asarray(w) for w in words), depth)
+    np.testing.assert_array_equal(np.asarray(perm), truth)
+
+
 def test_dropping_inert_atoms_changes_nothing():
     """Balanced batches lose their zero-weight atoms before the kernel (fewer atoms,
     ``tree._drop_inert_atoms``); a batch with one unbalanced replicate keeps them all.

@@ -249,7 +249,7 @@ def _sort_codes(words, depth: int):
     perm = index
     for end in range(depth, 0, -digit):  # the digit of code bits [start, end)
         start = max(0, end - digit)
-        key = _code_bits(tuple(w[perm] for w in words), start, end - start)
+        key = _code_bits(words, start, end - start)[perm]
         perm = perm[jnp.sort((key << jnp.uint32(index_bits)) | index) & low]
     return perm.astype(jnp.int32)
 

@@ -504,16 +504,18 @@ def _planar_levels(data_mass, grid, points, weights, leaf_depth, *, depth):
     width = min(weights.shape[1], size)
     resolution = partition.coordinate_resolution(depth, d)
     scale = np.ldexp(1.0, resolution).astype(np.float32)  # exact powers of two
-    cells = jnp.minimum(jnp.floor(points[:, :width] * scale), scale - 1).astype(jnp.int32)
     positive = weights > 0
     top = fixed_reduce(jnp.where(positive, leaf_depth, -1), jnp.maximum, -1)
     balanced = fixed_reduce(jnp.where(positive, leaf_depth == top[:, None], (
         leaf_depth == top[:, None]) | (leaf_depth == 0)), jnp.logical_and, True)
     coarser = jnp.asarray(resolution, jnp.int32) - partition.coordinate_resolution(
         top[:, None], d, jnp)  # the digits below each replicate's own level
-    outside = fixed_reduce((cells ^ grid[:width]) >> coarser[:, None, :], jnp.bitwise_or, 0)
-    placed = fixed_reduce(jnp.where(positive[:, :width], outside, 0) == 0, jnp.logical_and,
-                          True) & ~jnp.any(positive[:, width:], axis=1)
+    outside = jnp.zeros_like(positive[:, :width], jnp.int32)  # a coordinate at a time
+    for c in range(d):
+        cell = jnp.minimum(jnp.floor(points[:, :width, c] * scale[c]), scale[c] - 1)
+        outside |= (cell.astype(jnp.int32) ^ grid[:width, c]) >> coarser[:, c:c + 1]
+    placed = (fixed_reduce(jnp.where(positive[:, :width], outside, 0), jnp.bitwise_or, 0) == 0
+              ) & ~jnp.any(positive[:, width:], axis=1)
     mass = weights[:, :width] / fixed_sum(weights)[:, None]
     diff = data_mass - jnp.pad(mass, ((0, 0), (0, size - width)))
     gap = [jnp.zeros_like(top, jnp.float32)] * (depth + 1)

@@ -19,6 +19,14 @@ fails, or crashes, on every run after an entry is damaged, until someone deletes
   afresh.  A directory that cannot be written (read-only, a full disk) leaves the
   kernels compiled in memory, with one warning per process.
 
+* **not waiting**: ``ready`` tells a caller whether a kernel runs its arguments without
+  compiling (machine code in memory, or an entry in the cache, loaded then); if not, it
+  starts the compile on a background thread and the caller runs a NumPy stand-in of the
+  kernel, bit for bit its result, until the compile is done.  A first call on an empty
+  cache then waits for no compile of a kernel that has a stand-in; the compile goes on
+  beside it and is written to the cache (the interpreter waits for it at exit: the
+  thread is not a daemon, so no process leaves an entry unwritten for the next).
+
 numba offers no public hook for this; what it uses of numba's internals is in
 ``NUMBA_INTERNALS`` (its cache interface, the dispatcher's cache slot, the reduced form
 of a compile result), each checked by ``tests/test_numba_cache.py``.  A kernel's callees
@@ -45,7 +53,7 @@ from numba.core import caching, compiler, serialize
 
 from jaxsynth.compilation import ENV_DIR, ENV_OFF, default_cache_dir
 
-__all__ = ["cache_dir", "helper", "kernel"]
+__all__ = ["cache_dir", "helper", "kernel", "ready"]
 
 FOLDER = "numba"
 """The cache's folder beside the XLA cache (inside ``$JAXSYNTH_CACHE_DIR``)."""
@@ -60,12 +68,20 @@ NUMBA_INTERNALS = {
     "numba.core.compiler.CompileResult._reduce": "a compile result as picklable parts",
     "numba.core.compiler.CompileResult._rebuild": "a compile result from those parts",
     "numba.core.serialize.dumps": "numba's pickler of those parts",
+    "numba.core.dispatcher.Dispatcher.typeof_pyval": "an argument's numba type (``ready``)",
+    "numba.core.dispatcher.Dispatcher.overloads": "the compiled signatures (an instance "
+                                                  "attribute)",
+    "numba.core.dispatcher.Dispatcher.targetctx": "the target of a compile (an instance "
+                                                  "attribute)",
 }
 """numba's non-public names this module relies on, and what for."""
 
 log = logging.getLogger("jaxsynth")
 _unwritable = threading.Event()
 """Set once a write failed: this process then compiles in memory without trying again."""
+_compiles: dict = {}
+"""Background compiles started by ``ready``: ``(dispatcher, signature)`` to its thread."""
+_compiles_lock = threading.Lock()
 
 
 def cache_dir() -> Path | None:
@@ -92,6 +108,38 @@ def helper(fn):
     the wrappers that let Python call it (a fifth of the simplex's cold compile), and into
     each kernel that calls it (the kernel's cache entry holds it; none of its own)."""
     return numba.njit(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)(fn)
+
+
+def ready(dispatcher, *args) -> bool:
+    """Whether the ``kernel`` ``dispatcher`` runs ``args`` without compiling: its machine
+    code is in memory, or its entry is in the cache (then loaded here, or healed as
+    ``KernelCache`` does).  Otherwise its compile for these argument types starts on a
+    background thread (once) and this is ``False`` until the compile has ended; the
+    caller runs a stand-in meanwhile.  A compile that failed ends too: the caller's own
+    call of the kernel then raises its error."""
+    signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+    if signature in dispatcher.overloads:
+        return True
+    with _compiles_lock:
+        thread = _compiles.get((dispatcher, signature))
+        stored = thread is None and dispatcher._cache.stored(
+            signature, dispatcher.targetctx.codegen())
+        if thread is None and not stored:
+            thread = threading.Thread(target=_compile_quietly, args=(dispatcher, signature),
+                                      name=f"numba compile {dispatcher.py_func.__name__}")
+            _compiles[dispatcher, signature] = thread
+            thread.start()
+    if stored:
+        dispatcher.compile(signature)
+        return True
+    return not thread.is_alive()
+
+
+def _compile_quietly(dispatcher, signature) -> None:
+    """``ready``'s background compile; an error is raised where the kernel is next called
+    (numba compiles it again there), not on this thread."""
+    with contextlib.suppress(Exception):
+        dispatcher.compile(signature)
 
 
 class KernelCache(caching._Cache):
@@ -144,6 +192,11 @@ class KernelCache(caching._Cache):
         except Exception as error:  # noqa: BLE001 - a verified entry numba cannot load
             _heal(path, f"numba could not load it ({type(error).__name__})")
             return None
+
+    def stored(self, sig, codegen) -> bool:
+        """Whether ``sig`` has an entry in the cache (checked when it is loaded)."""
+        path, _ = self._entry(sig, codegen)
+        return path is not None and path.is_file()
 
     def save_overload(self, sig, cres):
         """Write the compile result of ``sig`` (atomically; never an error)."""

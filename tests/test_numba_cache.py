@@ -178,6 +178,50 @@ def test_every_entry_damaged(kind, clean, tmp_path):
         assert bool(warnings_in(stderr)) == (trial == 0)
 
 
+READY = textwrap.dedent("""
+    import json
+    import numpy as np
+    from jaxsynth import numba_cache
+    from jaxsynth.wasserstein.exact import certificate
+    rng = np.random.default_rng(0)
+    args = (rng.random((50, 2)), rng.permutation(50), np.array([0, 20, 50]),
+            np.array([0, 1, 1]), np.array([0, 0, 1]), rng.random((2, 2)), True)
+    first = numba_cache.ready(certificate._arc_sums, *args)
+    threads = list(numba_cache._compiles.values())
+    compiled = certificate._arc_sums.signatures
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"first": first, "threads": len(threads), "compiled": len(compiled),
+                      "after": numba_cache.ready(certificate._arc_sums, *args),
+                      "sums": certificate._arc_sums(*args).tolist(),
+                      "stand_in": certificate._arc_sums_numpy(*args).tolist()}))
+""")
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_a_kernel_not_in_the_cache_compiles_beside_its_caller(off, tmp_path):
+    # ready: False at once and a background compile (the caller runs its stand-in), True
+    # once it has ended, the entry written for the next process, which loads it without
+    # one; with the cache off every process compiles beside its caller
+    env = {k: v for k, v in os.environ.items() if k != compilation.ENV_OFF}
+    env.update(JAXSYNTH_CACHE_DIR=str(tmp_path), JAX_PLATFORMS="cpu")
+    if off:
+        env[compilation.ENV_OFF] = "1"
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", READY], env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    for run_ in runs:
+        assert run_["after"] and run_["sums"] == run_["stand_in"]
+    background = {"first": False, "threads": 1, "compiled": 0}
+    assert {k: runs[0][k] for k in background} == background
+    second = background if off else {"first": True, "threads": 0, "compiled": 1}
+    assert {k: runs[1][k] for k in background} == second
+    assert bool(entries(tmp_path)) == (not off)
+
+
 def test_the_cache_lives_beside_the_xla_cache(monkeypatch, tmp_path):
     monkeypatch.delenv(compilation.ENV_OFF, raising=False)
     monkeypatch.delenv(compilation.ENV_DIR, raising=False)
@@ -215,6 +259,8 @@ def test_the_numba_internals_it_uses_exist():
             owner = getattr(importlib.import_module(parent), cls)
         if attribute == "_cache":  # an instance attribute: njit sets it
             assert isinstance(certificate._arc_sums._cache, numba_cache.KernelCache)
+        elif not hasattr(owner, attribute):  # another instance attribute
+            assert hasattr(certificate._arc_sums, attribute), name
         else:
             assert callable(getattr(owner, attribute)), name
     assert issubclass(numba_cache.KernelCache, numba_cache.caching._Cache)

@@ -6,6 +6,10 @@ several times slower than loops over the atoms that the compiler vectorises;
 both one kernel (numba, compiled without the GIL, so the thread pool of
 ``exact.w1_exact`` runs them in parallel).
 
+While ``_pass`` compiles (a new process on an empty cache: ``numba_cache.ready``), a
+pass that picks no best atoms (``k = 0``) runs on ``_c_transform``, the same float32
+operations in NumPy: the same c-transform, bit for bit.
+
 The result is the jitted pass's, ``ctransform.reduced_block``: the same float32
 operations in the same order (``|x − y|`` per coordinate, their maximum or the sum of
 squares and its square root, minus ``v``), so the same c-transform, and the same picks
@@ -22,7 +26,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from jaxsynth.core import partition
-from jaxsynth.numba_cache import helper, kernel
+from jaxsynth.numba_cache import helper, kernel, ready
 
 __all__ = ["host_pass", "pruning_margin"]
 
@@ -199,6 +203,22 @@ def _pass(x, y, v, linf, k, box, margin):
     return fmin, best
 
 
+def _c_transform(x, y, v, linf: bool, rows: int = 1024):
+    """``_pass``'s c-transform (``k = 0``) in NumPy, bit for bit: ``_reduced_row``'s float32
+    operations in its order (coordinates in turn, then the square root, minus ``v``),
+    ``rows`` points at a time."""
+    yT = y.T
+    fmin = np.empty(len(x), np.float32)
+    for start in range(0, len(x), rows):
+        cost = None
+        for c in range(x.shape[1]):
+            t = x[start:start + rows, c:c + 1] - yT[c]
+            term = np.abs(t) if linf else t * t
+            cost = term if cost is None else np.maximum(cost, term) if linf else cost + term
+        fmin[start:start + rows] = ((cost if linf else np.sqrt(cost)) - v).min(axis=1)
+    return fmin
+
+
 def pruning_margin(v, d: int, metric: str) -> float:
     """What the pruned passes add to a box's bound before they drop an atom group: twice
     the float32 rounding of a reduced cost under the potentials ``v``."""
@@ -219,6 +239,9 @@ def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     y, v = np.ascontiguousarray(y, np.float32), np.ascontiguousarray(v, np.float32)
     if not v.max(initial=0.0) <= 0.0:
         raise ValueError("v must be centred potentials (every v_j <= 0, no NaN)")
-    if box is None:  # one box of every point, every group kept
-        return _pass(x, y, v, metric == "linf", k, max(1, len(x)), np.inf)
-    return _pass(x, y, v, metric == "linf", k, box, pruning_margin(v, x.shape[1], metric))
+    linf = metric == "linf"
+    args = ((x, y, v, linf, k, max(1, len(x)), np.inf) if box is None  # every group kept
+            else (x, y, v, linf, k, box, pruning_margin(v, x.shape[1], metric)))
+    if k == 0 and not ready(_pass, *args):  # compiling: the same c-transform meanwhile
+        return _c_transform(x, y, v, linf), np.zeros((len(x), 0), np.int32)
+    return _pass(*args)

@@ -18,7 +18,7 @@ from jaxsynth.core import partition
 from jaxsynth.core.measure import SyntheticMeasure, canonical_atoms
 from jaxsynth.experiments.sweep import simulate
 from jaxsynth.wasserstein import ctransform
-from jaxsynth.wasserstein.exact import levels, passes, simplex
+from jaxsynth.wasserstein.exact import certificate, levels, passes, simplex
 from jaxsynth.wasserstein.exact import solver as exact_w1
 from jaxsynth.wasserstein.exact import prepare_exact, w1_exact
 from jaxsynth.wasserstein.exact.certificate import coupling_upper
@@ -511,6 +511,30 @@ def test_blocks_and_regions_keep_within_the_data_cells():
         assert np.all(np.diff(edges) > 0)
     equal = (np.arange(17) * data.n) // 16
     assert not np.isin(gap, equal)  # (equal counts would straddle it)
+
+
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_the_arc_sums_while_the_kernel_compiles_are_the_kernels(metric, monkeypatch):
+    # arc_cost_sums runs a NumPy stand-in until its kernel is compiled
+    # (numba_cache.ready): the kernel's float64 operations, compensated alike, so its
+    # sums bit for bit; blocks of 1 to ~900 points, repeated arcs, any order
+    rng = np.random.default_rng(3)
+    for d in (1, 3, 6):
+        X = rng.random((4000, d)) ** 3
+        starts = np.unique(np.r_[0, rng.choice(4000, 60, replace=False), 3999, 4000])
+        index = rng.permutation(4000)
+        rows = rng.integers(0, len(starts) - 1, 500)
+        cols, atoms = rng.integers(0, 50, 500), rng.random((50, d))
+        args = (X, index, starts, rows, cols, atoms, metric == "linf")
+        np.testing.assert_array_equal(certificate._arc_sums_numpy(*args),
+                                      certificate._arc_sums(*args))
+    data = prepare_exact(X)
+    level, compiled = data.levels[0], []
+    for ready in (True, False):
+        monkeypatch.setattr(certificate, "ready", lambda *args, ready=ready: ready)
+        monkeypatch.setattr(certificate, "_arc_sums_numpy", lambda *args: compiled[0] + 1)
+        compiled.append(certificate.arc_cost_sums(data, level, [0, 1], [2, 2], atoms, metric))
+    np.testing.assert_array_equal(compiled[1], compiled[0] + 1)
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])

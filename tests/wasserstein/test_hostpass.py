@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxsynth.wasserstein import ctransform
+from jaxsynth.wasserstein import ctransform, hostpass
 from jaxsynth.wasserstein.exact import levels
 from jaxsynth.wasserstein.hostpass import host_pass
 
@@ -63,6 +63,27 @@ def test_host_pass_is_the_jitted_pass(d, metric):
                 truth = np.sort(np.partition(every, k - 1, axis=1)[:, :k], axis=1)
                 np.testing.assert_allclose(chosen, truth, rtol=2.0**-14, atol=1e-6)
                 assert all(len(set(row)) == k for row in b_host[:50])  # k distinct atoms
+
+
+@pytest.mark.parametrize("d, metric", [(1, "l2"), (2, "linf"), (2, "l2"), (3, "l2"), (7, "linf"),
+                                       (7, "l2")])
+def test_the_c_transform_while_the_kernel_compiles_is_the_kernels(d, metric, monkeypatch):
+    # a pass with no best atoms runs on the NumPy stand-in until the kernel is compiled
+    # (numba_cache.ready): the kernel's float32 operations in its order, so its
+    # c-transform bit for bit, also where the steep potentials make far atoms win; a pass
+    # that picks best atoms waits for the kernel
+    for scale in (0.2, 2.0):
+        chunks, y, v = inputs(d, 700, 768, scale, d)
+        x = chunks.reshape(-1, d)
+        kernel, _ = hostpass._pass(x, y, v, metric == "linf", 0, len(x), np.inf)
+        np.testing.assert_array_equal(hostpass._c_transform(x, y, v, metric == "linf"), kernel)
+    monkeypatch.setattr(hostpass, "ready", lambda *args: False)
+    monkeypatch.setattr(hostpass, "_c_transform", lambda *args: (kernel + 1))
+    for box in (None, ctransform.BOX):
+        fmin, best = host_pass(x, y, v, metric, 0, box)
+        np.testing.assert_array_equal(fmin, kernel + 1)
+        assert best.shape == (len(x), 0) and best.dtype == np.int32
+    assert host_pass(x, y, v, metric, 4, ctransform.BOX)[1].shape == (len(x), 4)
 
 
 def test_reduced_pass_routes_cpu_arrays_to_the_host_kernel(monkeypatch):

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from jaxsynth.core import partition
-from jaxsynth.numba_cache import kernel
+from jaxsynth.numba_cache import kernel, ready
 
 __all__ = ["arc_cost_sums", "cost_matrix", "coupling_upper", "pair_cost"]
 
@@ -66,13 +66,34 @@ def _arc_sums(X, index, starts, rows, cols, atoms, linf):
     return sums
 
 
+def _arc_sums_numpy(X, index, starts, rows, cols, atoms, linf):
+    """``_arc_sums`` in NumPy, bit for bit: the same float64 operations (``pair_cost``'s
+    are the kernel's), vectorised over the arcs (longest blocks first), a block's points
+    in turn."""
+    sizes = starts[rows + 1] - starts[rows]
+    order = np.argsort(-sizes, kind="stable")
+    sizes, first, y = sizes[order], starts[rows][order], atoms[cols][order]
+    total, carry = np.zeros(len(rows)), np.zeros(len(rows))
+    for position in range(int(sizes.max(initial=0))):
+        live = int(np.searchsorted(-sizes, -position))  # the arcs with this many points
+        cost = pair_cost(X[index[first[:live] + position]], y[:live], "linf" if linf else "l2")
+        term = cost - carry[:live]
+        step = total[:live] + term
+        carry[:live] = (step - total[:live]) - term
+        total[:live] = step
+    sums = np.empty(len(rows))
+    sums[order] = total
+    return sums
+
+
 def arc_cost_sums(data, level, rows, cols, atoms, metric) -> np.ndarray:
     """Per arc (block ``rows``, atom ``cols`` of ``level``): the sum over the block's points
-    of their float64 costs to the atom."""
+    of their float64 costs to the atom (``_arc_sums``; ``_arc_sums_numpy`` while it
+    compiles: ``numba_cache.ready``)."""
     index = data.order if level.ranks is None else data.order[level.ranks]
-    return _arc_sums(data.X, index, level.starts, np.asarray(rows, np.int64),
-                     np.asarray(cols, np.int64), np.asarray(atoms, np.float64),
-                     metric == "linf")
+    args = (data.X, index, level.starts, np.asarray(rows, np.int64), np.asarray(cols, np.int64),
+            np.asarray(atoms, np.float64), metric == "linf")
+    return (_arc_sums if ready(_arc_sums, *args) else _arc_sums_numpy)(*args)
 
 
 def coupling_upper(data, level, atoms, weights, plan, metric):

@@ -19,13 +19,14 @@ fails, or crashes, on every run after an entry is damaged, until someone deletes
   afresh.  A directory that cannot be written (read-only, a full disk) leaves the
   kernels compiled in memory, with one warning per process.
 
-* **not waiting**: ``ready`` tells a caller whether a kernel runs its arguments without
-  compiling (machine code in memory, or an entry in the cache, loaded then); if not, it
-  starts the compile on a background thread and the caller runs a NumPy stand-in of the
-  kernel, bit for bit its result, until the compile is done.  A first call on an empty
-  cache then waits for no compile of a kernel that has a stand-in; the compile goes on
-  beside it and is written to the cache (the interpreter waits for it at exit: the
-  thread is not a daemon, so no process leaves an entry unwritten for the next).
+* **not waiting**: ``ready`` tells a caller whether a kernel's machine code is in memory;
+  if not, it starts loading it from the cache, or compiling it, on a background thread,
+  and the caller runs a NumPy stand-in of the kernel, bit for bit its result, until that
+  is done.  A first call waits neither for a compile (an empty cache) nor for numba's
+  setup of its target as the first entry loads (a warm one) of a kernel that has a
+  stand-in; a compile goes on beside it and is written to the cache (the interpreter
+  waits for it at exit: the thread is not a daemon, so no process leaves an entry
+  unwritten for the next).
 
 numba offers no public hook for this; what it uses of numba's internals is in
 ``NUMBA_INTERNALS`` (its cache interface, the dispatcher's cache slot, the reduced form
@@ -111,27 +112,21 @@ def helper(fn):
 
 
 def ready(dispatcher, *args) -> bool:
-    """Whether the ``kernel`` ``dispatcher`` runs ``args`` without compiling: its machine
-    code is in memory, or its entry is in the cache (then loaded here, or healed as
-    ``KernelCache`` does).  Otherwise its compile for these argument types starts on a
-    background thread (once) and this is ``False`` until the compile has ended; the
-    caller runs a stand-in meanwhile.  A compile that failed ends too: the caller's own
-    call of the kernel then raises its error."""
+    """Whether the ``kernel`` ``dispatcher`` has machine code in memory for ``args``.  If
+    not, a background thread loads it from the cache (checked and healed as
+    ``KernelCache`` does) or compiles it, once, and this is ``False`` until that has
+    ended: the caller runs a stand-in meanwhile.  A compile that failed ends too: the
+    caller's own call of the kernel then raises its error."""
     signature = tuple(dispatcher.typeof_pyval(a) for a in args)
     if signature in dispatcher.overloads:
         return True
     with _compiles_lock:
         thread = _compiles.get((dispatcher, signature))
-        stored = thread is None and dispatcher._cache.stored(
-            signature, dispatcher.targetctx.codegen())
-        if thread is None and not stored:
+        if thread is None:
             thread = threading.Thread(target=_compile_quietly, args=(dispatcher, signature),
                                       name=f"numba compile {dispatcher.py_func.__name__}")
             _compiles[dispatcher, signature] = thread
             thread.start()
-    if stored:
-        dispatcher.compile(signature)
-        return True
     return not thread.is_alive()
 
 
@@ -192,11 +187,6 @@ class KernelCache(caching._Cache):
         except Exception as error:  # noqa: BLE001 - a verified entry numba cannot load
             _heal(path, f"numba could not load it ({type(error).__name__})")
             return None
-
-    def stored(self, sig, codegen) -> bool:
-        """Whether ``sig`` has an entry in the cache (checked when it is loaded)."""
-        path, _ = self._entry(sig, codegen)
-        return path is not None and path.is_file()
 
     def save_overload(self, sig, cres):
         """Write the compile result of ``sig`` (atomically; never an error)."""

@@ -25,6 +25,8 @@ from jaxsynth.core.frontier import fixed_reduce, fixed_sum
 
 MASS_TOLERANCE = 1e-4
 """Largest ``|Σ weights − 1|`` of a replicate accepted as a probability measure."""
+SMALL_MEASURE = 2**16
+"""Atoms (all replicates together) up to which a measure is checked in NumPy, not jitted."""
 MAX_BITS_PER_COORDINATE = 100
 """Partition digits per coordinate a measure's leaves may use (float32 ``x·2^k`` must
 not overflow when the tree W1 computes their Morton codes)."""
@@ -181,8 +183,7 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
         raise ValueError(f"{name}.leaf_depth must hold non-negative integers")
     if weights.size == 0:
         raise ValueError(f"{name} has an empty batch, no atoms, or a replicate of total weight 0")
-    points_ok, weights_ok, depth_ok, totals = jax.device_get(
-        _measure_checks(points, weights, leaf_depth))
+    points_ok, weights_ok, depth_ok, totals = _measure_checks(points, weights, leaf_depth)
     if not points_ok:
         raise ValueError(f"{name}.points must be finite and inside [0,1]^d")
     if not weights_ok:
@@ -207,11 +208,22 @@ def check_measure(out, d: int, name: str = "out", mass: bool = False):
             leaf_depth.astype(np.int32, copy=False).reshape(-1, m), shift)
 
 
-@jax.jit
 def _measure_checks(points, weights, leaf_depth):
-    """The checks of a measure, reduced in fixed halvings (``frontier.fixed_reduce``):
-    points finite in [0,1], weights finite and >= 0, depths >= 0, and every replicate's
-    total weight (in float32: ``MASS_TOLERANCE`` is far above its rounding)."""
+    """The checks of a measure (host arrays): points finite in [0,1], weights finite and
+    >= 0, depths >= 0, and every replicate's total weight (in float32: ``MASS_TOLERANCE``
+    is far above its rounding).  NumPy for at most ``SMALL_MEASURE`` atoms in all (a new
+    shape then traces nothing: a one-off call's first check), else jitted."""
+    if weights.size > SMALL_MEASURE:
+        return jax.device_get(_jitted_checks(points, weights, leaf_depth))
+    return (np.all(np.isfinite(points) & (points >= 0) & (points <= 1)),
+            np.all(np.isfinite(weights) & (weights >= 0)), np.all(leaf_depth >= 0),
+            weights.sum(axis=-1))
+
+
+@jax.jit
+def _jitted_checks(points, weights, leaf_depth):
+    """``_measure_checks`` reduced in fixed halvings (``frontier.fixed_reduce``: on a CPU
+    several times faster than NumPy's passes over a large batch)."""
     points = points.reshape(points.shape[:-2] + (-1,))
     points_ok = fixed_reduce(jnp.isfinite(points) & (points >= 0) & (points <= 1),
                              jnp.logical_and, True)

@@ -6,8 +6,9 @@ several times slower than loops over the atoms that the compiler vectorises;
 both one kernel (numba, compiled without the GIL, so the thread pool of
 ``exact.w1_exact`` runs them in parallel).
 
-While ``_pass`` compiles (a new process on an empty cache: ``numba_cache.ready``), a
-pass that picks no best atoms (``k = 0``) runs on ``_c_transform``, the same float32
+Until ``_pass`` is in memory (a new process loading or compiling it:
+``numba_cache.ready``), a pass that picks no best atoms (``k = 0``) over at most
+``STAND_IN_PAIRS`` point-atom pairs runs on ``_c_transform``, the same float32
 operations in NumPy: the same c-transform, bit for bit.
 
 The result is the jitted pass's, ``ctransform.reduced_block``: the same float32
@@ -33,6 +34,9 @@ __all__ = ["host_pass", "pruning_margin"]
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
 _MAX = np.int32(0x7FFFFFFF)
+STAND_IN_PAIRS = 2**25
+"""Point-atom pairs up to which a pass runs on ``_c_transform`` while the kernel is not
+in memory (a few tenths of a second in NumPy, dense); a larger one waits for it."""
 
 
 @intrinsic
@@ -242,6 +246,6 @@ def host_pass(x, y, v, metric: str, k: int, box: int | None = None):
     linf = metric == "linf"
     args = ((x, y, v, linf, k, max(1, len(x)), np.inf) if box is None  # every group kept
             else (x, y, v, linf, k, box, pruning_margin(v, x.shape[1], metric)))
-    if k == 0 and not ready(_pass, *args):  # compiling: the same c-transform meanwhile
+    if k == 0 and len(x) * len(y) <= STAND_IN_PAIRS and not ready(_pass, *args):
         return _c_transform(x, y, v, linf), np.zeros((len(x), 0), np.int32)
     return _pass(*args)

@@ -66,6 +66,12 @@ def _arc_sums(X, index, starts, rows, cols, atoms, linf):
     return sums
 
 
+STAND_IN_PAIRS, STAND_IN_BLOCK = 2**22, 2**10
+"""Point-arc pairs, and points a block, up to which the arc sums run on
+``_arc_sums_numpy`` while the kernel is not in memory (a fraction of a second); more
+wait for it."""
+
+
 def _arc_sums_numpy(X, index, starts, rows, cols, atoms, linf):
     """``_arc_sums`` in NumPy, bit for bit: the same float64 operations (``pair_cost``'s
     are the kernel's), vectorised over the arcs (longest blocks first), a block's points
@@ -88,12 +94,14 @@ def _arc_sums_numpy(X, index, starts, rows, cols, atoms, linf):
 
 def arc_cost_sums(data, level, rows, cols, atoms, metric) -> np.ndarray:
     """Per arc (block ``rows``, atom ``cols`` of ``level``): the sum over the block's points
-    of their float64 costs to the atom (``_arc_sums``; ``_arc_sums_numpy`` while it
-    compiles: ``numba_cache.ready``)."""
+    of their float64 costs to the atom (``_arc_sums``; few sums run on
+    ``_arc_sums_numpy`` until it is in memory: ``numba_cache.ready``)."""
     index = data.order if level.ranks is None else data.order[level.ranks]
     args = (data.X, index, level.starts, np.asarray(rows, np.int64), np.asarray(cols, np.int64),
             np.asarray(atoms, np.float64), metric == "linf")
-    return (_arc_sums if ready(_arc_sums, *args) else _arc_sums_numpy)(*args)
+    sizes = np.diff(level.starts)[args[3]]
+    small = sizes.sum() <= STAND_IN_PAIRS and sizes.max(initial=0) <= STAND_IN_BLOCK
+    return (_arc_sums_numpy if small and not ready(_arc_sums, *args) else _arc_sums)(*args)
 
 
 def coupling_upper(data, level, atoms, weights, plan, metric):

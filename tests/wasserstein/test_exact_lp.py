@@ -105,15 +105,22 @@ def test_warm_start_after_arcs_are_added(seed):
     assert after <= before + TOL
 
 
-def test_a_solve_that_does_not_settle_falls_back_to_pot():
+def test_a_real_lp_that_cycled_on_round_off_is_solved_by_the_simplex():
     # a real coarsest-level LP (checkerboard, n = 30000, Pruned-PMM at r = 15: 1024
-    # blocks, 3058 atoms) on which the restartable simplex cycles on round-off; POT's
-    # cold solve stands in and the optimum is POT's (its duals, of 11881 arcs with costs up
-    # to 0.88 shifted by 1, are feasible to its float64 round-off: 1e-10)
+    # blocks, 3058 atoms) on which the simplex cycled when its pricing took any reduced
+    # cost below an absolute tolerance: arcs of reduced cost zero entered on the
+    # round-off of large potentials, degenerate pivot after pivot (POT's cold solve stood
+    # in).  With the tolerance relative to the potentials it settles, in fewer pivots
+    # than arcs and nodes, on its own optimal tree; the plan is optimal (POT's value; duals feasible
+    # to their float64 round-off)
     data = np.load(Path(__file__).parent / "data" / "cycling_lp.npz")
     a, b, costs = data["a"], data["b"], data["costs"]
     rows, cols = data["rows"].astype(np.int64), data["cols"].astype(np.int64)
-    check(a, b, rows, cols, costs, lp.solve_arcs(a, b, rows, cols, costs), dual_tol=1e-10)
+    plan = lp.solve_arcs(a, b, rows, cols, costs)
+    assert plan.basis is not None  # the simplex's own, not POT's stand-in
+    check(a, b, rows, cols, costs, plan, dual_tol=1e-10)
+    pivots = lp.simplex.solve(a, b * (a.sum() / b.sum()), rows, cols, costs)[6]
+    assert pivots < len(rows) + len(a) + len(b)
 
 
 def test_fallback_is_optimal_on_the_restricted_arcs(monkeypatch):

@@ -474,7 +474,10 @@ def _simplex(q, arcs, tree, guide, art, cold, tol, max_iter):
 def _find_entering(arcs, tree, tol, block, start):
     """LEMON's block search: scan the arcs cyclically from ``start`` in blocks of
     ``block``, and take the arc of least reduced cost of the first block that holds one
-    below ``-tol``.  Returns (the arc, or -1 if none; its reduced cost; where the next
+    below ``-tol`` times its potentials' magnitude (at least 1; POT's test of LEMON's
+    search): a reduced cost is a difference of potentials, and the round-off of large
+    ones would otherwise make arcs of reduced cost zero enter, degenerate pivot after
+    pivot, forever.  Returns (the arc, or -1 if none; its reduced cost; where the next
     search starts)."""
     src, tgt, cost = arcs.src, arcs.tgt, arcs.cost
     parent, pi, rowc = tree.parent, tree.pi, tree.rowc
@@ -483,7 +486,7 @@ def _find_entering(arcs, tree, tol, block, start):
     for _ in range(n_arcs):
         row = src[e]
         r = cost[e] + pi[parent[row]] - rowc[row] - pi[tgt[e]]
-        if r < best:
+        if r < best and r < -tol * max(1.0, abs(pi[parent[row]]), abs(pi[tgt[e]])):
             best, e_in = r, e
         e += 1
         if e == n_arcs:

@@ -41,7 +41,8 @@ PIVOTS_PER_SIZE = 4
 about one per node, and at most 1.1 per arc and node were seen on the benchmarks' LPs;
 a solve that round-off makes cycle is cut short (``lp.solve_arcs`` then asks POT)."""
 TOL = 1e-14
-"""Reduced costs above ``-TOL · max(1, max |cost|)`` count as non-negative."""
+"""Reduced costs above ``-TOL · max(1, max |cost|)``, times their potentials' magnitude
+(at least 1: ``_find_entering``), count as non-negative."""
 ZERO = 1e-15
 """Flows up to this are zero to the pivots (round-off of masses that sum to 1)."""
 FLOW_TOL = 1e-12

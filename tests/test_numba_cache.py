@@ -199,7 +199,7 @@ READY = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("off", [False, True])
+@pytest.mark.parametrize("off", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_kernel_loads_or_compiles_beside_its_caller(off, tmp_path):
     # ready: False at once, the kernel compiled on a background thread (the caller runs
     # its stand-in), True once that has ended, the entry written; the next process loads

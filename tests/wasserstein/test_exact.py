@@ -514,10 +514,11 @@ def test_blocks_and_regions_keep_within_the_data_cells():
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])
-def test_the_arc_sums_while_the_kernel_compiles_are_the_kernels(metric, monkeypatch):
-    # arc_cost_sums runs a NumPy stand-in until its kernel is compiled
+def test_the_arc_sums_until_the_kernel_is_ready_are_the_kernels(metric, monkeypatch):
+    # arc_cost_sums runs a NumPy stand-in until its kernel is loaded or compiled
     # (numba_cache.ready): the kernel's float64 operations, compensated alike, so its
-    # sums bit for bit; blocks of 1 to ~900 points, repeated arcs, any order
+    # sums bit for bit; blocks of 1 to ~900 points, repeated arcs, any order; more work
+    # than its bounds waits for the kernel
     rng = np.random.default_rng(3)
     for d in (1, 3, 6):
         X = rng.random((4000, d)) ** 3
@@ -535,6 +536,9 @@ def test_the_arc_sums_while_the_kernel_compiles_are_the_kernels(metric, monkeypa
         monkeypatch.setattr(certificate, "_arc_sums_numpy", lambda *args: compiled[0] + 1)
         compiled.append(certificate.arc_cost_sums(data, level, [0, 1], [2, 2], atoms, metric))
     np.testing.assert_array_equal(compiled[1], compiled[0] + 1)
+    monkeypatch.setattr(certificate, "STAND_IN_BLOCK", 1)  # past the bound: the kernel
+    np.testing.assert_array_equal(
+        certificate.arc_cost_sums(data, level, [0, 1], [2, 2], atoms, metric), compiled[0])
 
 
 @pytest.mark.parametrize("metric", ["linf", "l2"])

@@ -67,11 +67,11 @@ def test_host_pass_is_the_jitted_pass(d, metric):
 
 @pytest.mark.parametrize("d, metric", [(1, "l2"), (2, "linf"), (2, "l2"), (3, "l2"), (7, "linf"),
                                        (7, "l2")])
-def test_the_c_transform_while_the_kernel_compiles_is_the_kernels(d, metric, monkeypatch):
-    # a pass with no best atoms runs on the NumPy stand-in until the kernel is compiled
-    # (numba_cache.ready): the kernel's float32 operations in its order, so its
+def test_the_c_transform_until_the_kernel_is_ready_is_the_kernels(d, metric, monkeypatch):
+    # a pass with no best atoms runs on the NumPy stand-in until the kernel is loaded or
+    # compiled (numba_cache.ready): the kernel's float32 operations in its order, so its
     # c-transform bit for bit, also where the steep potentials make far atoms win; a pass
-    # that picks best atoms waits for the kernel
+    # that picks best atoms, or one past the stand-in's work bound, waits for the kernel
     for scale in (0.2, 2.0):
         chunks, y, v = inputs(d, 700, 768, scale, d)
         x = chunks.reshape(-1, d)
@@ -84,6 +84,8 @@ def test_the_c_transform_while_the_kernel_compiles_is_the_kernels(d, metric, mon
         np.testing.assert_array_equal(fmin, kernel + 1)
         assert best.shape == (len(x), 0) and best.dtype == np.int32
     assert host_pass(x, y, v, metric, 4, ctransform.BOX)[1].shape == (len(x), 4)
+    monkeypatch.setattr(hostpass, "STAND_IN_PAIRS", len(x) * len(y) - 1)  # a larger pass
+    np.testing.assert_array_equal(host_pass(x, y, v, metric, 0)[0], kernel)  # waits
 
 
 def test_reduced_pass_routes_cpu_arrays_to_the_host_kernel(monkeypatch):

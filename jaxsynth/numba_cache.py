@@ -18,20 +18,12 @@ fails, or crashes, on every run after an entry is damaged, until someone deletes
   (``logging``, logger ``"jaxsynth"``) and the kernel is compiled again, then written
   afresh.  A directory that cannot be written (read-only, a full disk) leaves the
   kernels compiled in memory, with one warning per process.
+* **not waiting**: ``ready`` loads or compiles a kernel on a background thread while its
+  caller runs a NumPy stand-in (``docs/guide/compile-cache.md``).
 
-* **not waiting**: ``ready`` tells a caller whether a kernel's machine code is in memory;
-  if not, it starts loading it from the cache, or compiling it, on a background thread,
-  and the caller runs a NumPy stand-in of the kernel, bit for bit its result, until that
-  is done.  A first call waits neither for a compile (an empty cache) nor for numba's
-  setup of its target as the first entry loads (a warm one) of a kernel that has a
-  stand-in; a compile goes on beside it and is written to the cache (the interpreter
-  waits for it at exit: the thread is not a daemon, so no process leaves an entry
-  unwritten for the next).
-
-numba offers no public hook for this; what it uses of numba's internals is in
-``NUMBA_INTERNALS`` (its cache interface, the dispatcher's cache slot, the reduced form
-of a compile result), each checked by ``tests/test_numba_cache.py``.  A kernel's callees
-must live in its module (its source digest covers them), as they all do.
+numba offers no public hook for this: the internals it uses are ``NUMBA_INTERNALS``,
+each checked by ``tests/test_numba_cache.py``.  A kernel's callees must live in its
+module (its source digest covers them), as they all do.
 """
 
 from __future__ import annotations

@@ -21,9 +21,8 @@ fails, or crashes, on every run after an entry is damaged, until someone deletes
 * **not waiting**: ``ready`` loads or compiles a kernel on a background thread while its
   caller runs a NumPy stand-in (``docs/guide/compile-cache.md``).
 
-numba offers no public hook for this: the internals it uses are ``NUMBA_INTERNALS``,
-each checked by ``tests/test_numba_cache.py``.  A kernel's callees must live in its
-module (its source digest covers them), as they all do.
+numba has no public hook for this: the internals used are ``NUMBA_INTERNALS`` (tested).
+A kernel's callees must live in its module (its source digest covers them).
 """
 
 from __future__ import annotations

@@ -34,9 +34,10 @@ __all__ = ["host_pass", "pruning_margin"]
 GROUP = 16
 """Atoms per group in the best-atoms search (atom counts are padded to multiples of 64)."""
 _MAX = np.int32(0x7FFFFFFF)
-STAND_IN_PAIRS = 2**25
+STAND_IN_PAIRS = 2**23
 """Point-atom pairs up to which a pass runs on ``_c_transform`` while the kernel is not
-in memory (a few tenths of a second in NumPy, dense); a larger one waits for it."""
+in memory (about a tenth of a second in NumPy, dense: the data of a one-off call of up
+to about 10^4 points); a larger one waits for it."""
 
 
 @intrinsic

@@ -357,7 +357,7 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
                                     threads=0)
 
 
-@pytest.mark.parametrize("metric", ["linf", "l2"])
+@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_stacked_passes_in_the_exact_w1(metric, monkeypatch):
     # the route an accelerator takes by default, through js.w1's option, against POT
     # (the arrays' passes taken as an accelerator's: stacked, not the host kernel's)

@@ -452,8 +452,9 @@ def first_call(task: dict) -> dict:
 
 def first_calls(n: int, env: dict) -> dict:
     """``first_call`` of both sides in new processes: jaxsynth's first and second seconds
-    and its whole process's (start to exit), and POT's first (its import included, as jaxsynth's first includes its imports) and
-    second (``pot_full_s``, the solve alone)."""
+    and its whole process's (start to exit), and POT's first (its import included, as
+    jaxsynth's first includes its imports) and second (``pot_full_s``, the solve
+    alone)."""
     start = time.perf_counter()
     ours = worker({"section": "first_call", "n": n, "side": "jaxsynth"}, env=env)
     process = time.perf_counter() - start

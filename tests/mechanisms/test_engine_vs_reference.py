@@ -435,7 +435,7 @@ def _check_privtree(mech, X, eps_list, seeds, caps):
 
 
 PRIVTREE_CASES = [(False, "center"), pytest.param(False, "uniform", marks=pytest.mark.slow),
-                  pytest.param(True, "center", marks=pytest.mark.slow), (True, "uniform")]
+                  (True, "center"), pytest.param(True, "uniform", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("shift, placement", PRIVTREE_CASES)

@@ -139,8 +139,9 @@ def test_levels_with_fewer_blocks_than_atoms_go_by_groups_of_atoms(data, metric,
     check_pair(X, out, metric, clusters=16)
 
 
-@pytest.mark.parametrize("d", [2, pytest.param(3, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the jitted passes are the accelerator's (the host kernel's: test_hostpass)
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_pruned_pass_equals_the_dense_pass(d, metric, monkeypatch):
     # the boxes' pass must return the dense pass's c-transform bit for bit and best atoms
     # of the same reduced costs, also under steep potentials (far atoms win); both sets
@@ -357,7 +358,8 @@ def test_a_replicate_is_the_same_alone_and_in_a_shuffled_batch(route, monkeypatc
                                     threads=0)
 
 
-@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the accelerator's route (off on the CPU); its unit test runs by default
+@pytest.mark.parametrize("metric", ["linf", "l2"])
 def test_stacked_passes_in_the_exact_w1(metric, monkeypatch):
     # the route an accelerator takes by default, through js.w1's option, against POT
     # (the arrays' passes taken as an accelerator's: stacked, not the host kernel's)

@@ -215,6 +215,44 @@ def _assemble(parts, source, *, grid, cut=None):
     return {k: field(k, [p[k] for p in parts]) for k in parts[0]}
 
 
+XLA_ALIGNMENT = 64
+"""Bytes to which a host buffer is aligned for a CPU device to adopt it with no copy."""
+
+
+def _assemble_on_host(parts, source, *, grid, cut=None):
+    """``_assemble`` on a CPU device: each field copied once, by NumPy, into a host buffer
+    aligned to ``XLA_ALIGNMENT``, which ``jax.device_put`` then adopts without a copy (XLA's
+    concatenation on a CPU copies several times slower, and compiles per grid shape).
+    Nothing else holds the buffer, so the array is as immutable as any."""
+    total = grid[0] * grid[1]
+
+    def field(name, xs):
+        xs = [np.asarray(x) for x in xs]
+        if cut is not None and name in cut[0]:
+            xs = [x[:, :cut[1]] for x in xs]
+        shape = (total,) + xs[0].shape[1:]
+        out = _aligned_empty(shape, xs[0].dtype)
+        if source is None:
+            start = 0
+            for x in xs:
+                rows = min(len(x), total - start)
+                out[start:start + rows] = x[:rows]
+                start += rows
+        else:
+            np.take(np.concatenate(xs), source, axis=0, out=out)
+        return jax.device_put(out.reshape(grid + shape[1:]))
+
+    return {k: field(k, [p[k] for p in parts]) for k in parts[0]}
+
+
+def _aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised host array whose data start at a multiple of ``XLA_ALIGNMENT``."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    raw = np.empty(size + XLA_ALIGNMENT, np.uint8)
+    offset = -raw.ctypes.data % XLA_ALIGNMENT
+    return raw[offset:offset + size].view(dtype).reshape(shape)
+
+
 def _padded_params(params: dict) -> dict:
     """Per-ε arrays padded to a power-of-two ε count ≥ 8 (repeating the last ε): one shape per bucket."""
     def pad(a):
@@ -286,8 +324,10 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
         return out if cut is None else {
             k: v[:, :, :cut[1]] if k in cut[0] else v for k, v in out.items()}
     in_order = np.array_equal(source, np.arange(total))
-    return _assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S),
-                     cut=cut)
+    assemble = (_assemble_on_host if len(devices) == 1 and devices[0].platform == "cpu"
+                else _assemble)
+    return assemble(tuple(parts), None if in_order else source.astype(np.int32), grid=(E, S),
+                    cut=cut)
 
 
 def _run_grid(plan, static, grid_keys, grid_eps, size, *, fields, params, devices, reduce,

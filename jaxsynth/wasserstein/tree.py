@@ -10,15 +10,14 @@ upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y))
 
 ``levels_w1`` weighs level statistics (``core.measure.LEVEL_FIELDS``, NOT PRIVATE): a
 release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
-trees (the PMM family) are summed up their complete grid of cells, no sort: on the
-device straight from the atoms where they sit in place (PMM's planar order, checked on
-each atom's cell: ``_planar_levels``), else histogrammed in Morton order on the host
-(float64).  Any tree: the data prepared once (``prepare``: sorted Morton codes and each
-code's cell counts at every level); per replicate, on the device, the atoms are coded,
-sorted and placed between their neighbouring data codes by a binary search, and each
-level sums over the atoms' cells only (``O(M log M + M log U + M·L)``); the atoms' cells
-must form an antichain (else ``TreeW1.valid`` is False).  Derivations, leaf rules,
-lemmas and the upper bound's proof: ``docs/theory/w1-methods.md``.
+trees (the PMM family) are summed up their complete grid of cells on the host, with no
+sort (``complete_tree``).  Any tree: the data prepared once (``prepare``: sorted Morton
+codes and each code's cell counts at every level); per replicate, on the device, the
+atoms are coded, sorted and placed between their neighbouring data codes by a binary
+search, and each level sums over the atoms' cells only (``O(M log M + M log U +
+M·L)``); the atoms' cells must form an antichain (else ``TreeW1.valid`` is False).
+Derivations, leaf rules, lemmas and the upper bound's proof:
+``docs/theory/w1-methods.md``.
 """
 
 from __future__ import annotations
@@ -34,10 +33,10 @@ import numpy as np
 from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree, PreparedData
 from jaxsynth.core.batching import capacity_bucket, chunked, device_memory, fitting_batch
-from jaxsynth.core.frontier import fixed_reduce, fixed_sum
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
-from jaxsynth.core.validate import check_data, memory_limit
+from jaxsynth.core.validate import check_data
+from jaxsynth.wasserstein.complete_tree import MAX_DEPTH, balanced, complete_levels
 
 __all__ = [
     "TreeData",
@@ -60,22 +59,6 @@ keys, neighbours' split levels and the level's cells (``_replicate``; measured b
 ``tests/wasserstein/test_memory.py``)."""
 CELL_BYTES = 5
 """Memory per data code and level of a shifted replicate's own codes and level cells."""
-COMPLETE_DEPTH = 20
-"""Deepest balanced tree measured on its complete grid of cells (``_complete_tree``)."""
-COMPLETE_CELL_BYTES = 16
-"""Host memory per level-``r`` cell of a balanced replicate measured on its complete
-grid: its float64 cell masses and their sums up the levels (``_complete_levels``)."""
-COMPLETE_ATOM_BYTES = 16
-"""The same per atom slot: the positive atoms' float64 weights, Morton codes and
-histogram indices, in a batch's share of slots."""
-PLANAR_ATOM_BYTES = 4
-"""Device working memory per atom slot of a balanced replicate measured in place
-(``_planar_levels``): the in-place test's per-atom flags (the atoms themselves are its
-input; measured by ``tests/wasserstein/test_memory.py``)."""
-PLANAR_CELL_BYTES = 8
-"""The same per level-``r`` cell: the signed cell masses and their sums up the levels."""
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class TreeData(PreparedData):
     """A data set prepared once for tree-metric W1 against many synthetic measures.
@@ -428,134 +411,6 @@ def _replicate(levels, count, dwords, dcounts, cells, points, weights, leaf_dept
     return scale * gap, scale * leaf_mass, valid
 
 
-def _complete_levels(counts, points, weights, leaf_depth, *, depth):
-    """Level statistics of balanced replicates (``_balanced``): each one's complete tree of
-    depth ``top`` (its positive atoms' depth, at most ``depth``), from cell masses at
-    level ``depth`` summed pairwise up the levels (the two children of a level-``j`` cell
-    are consecutive in Morton order).  Host NumPy in float64, the whole batch at once.
-
-    Args:
-      counts: [2^depth] data points per level-``depth`` cell, in Morton order.
-      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M] (zero-weight atoms add
-        nothing).
-
-    Returns:
-      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], valid [B])`` as
-      ``_replicate``.
-    """
-    batch, size = weights.shape[0], 2**depth
-    rows, atoms = np.nonzero(weights > 0)  # every replicate has one (check_measure)
-    mass = weights[rows, atoms].astype(np.float64)
-    mass /= np.bincount(rows, mass, batch)[rows]
-    top = leaf_depth[np.arange(batch), np.argmax(weights > 0, axis=1)]  # balanced: one depth
-    cells = (partition.morton_words(points[rows, atoms].astype(np.float64), depth)[:, 0]
-             >> np.uint32(WORD_BITS - depth)) if depth else np.zeros(len(rows), np.uint32)
-    diff = counts / counts.sum() - np.bincount(rows * size + cells, mass,
-                                               batch * size).reshape(batch, size)
-    gap = np.zeros((batch, depth + 1))
-    for j in range(depth, 0, -1):
-        gap[:, j] = np.where(j <= top, np.abs(diff).sum(axis=1), 0.0)
-        diff = diff[:, 0::2] + diff[:, 1::2]
-    leaf_mass = np.where(np.arange(depth + 1) == top[:, None], 2.0, 0.0)  # all data, atoms
-    return gap, leaf_mass, np.ones(batch, bool)
-
-
-@functools.cache
-def _planar_grid(depth: int, d: int):
-    """The complete grid of level-``depth`` cells in planar order (host, cached).
-
-    Slot ``i`` is the cell whose path bit ``b_t`` (the split below level ``t``) is bit
-    ``t`` of ``i``: the order in which PMM's complete-tree kernel releases its leaves
-    (``mechanisms.pmm_kernels.dense_kernel``, ``partition.lower_corners`` of the bits
-    ``(i >> t) & 1``).  The level-``j`` cell of slot ``i`` is then ``i mod 2^j``.
-
-    Returns:
-      ``(morton [2^depth] int64, cells [2^depth, d] int32)``: each slot's Morton index
-      (its bits reversed) and per-coordinate cell index (``partition.cell_index``).
-    """
-    slot = np.arange(2**depth, dtype=np.int64)
-    morton = np.zeros_like(slot)
-    for t in range(depth):
-        morton |= ((slot >> t) & 1) << (depth - 1 - t)
-    return morton, partition.leaf_index_to_cells(morton, depth, d).astype(np.int32)
-
-
-def _planar_levels(data_mass, grid, points, weights, leaf_depth, *, depth):
-    """Level statistics of balanced replicates whose atoms are released in place (on the
-    device, jitted by ``_planar_kernel``): when every positive atom of slot ``i`` lies in
-    the level-``r`` cell ``i mod 2^r`` of the planar grid (``_planar_grid``; ``r`` its
-    replicate's depth), the slots are the cells, so the synthetic cell masses are the
-    weights themselves, summed pairwise up the levels (the children of the level-``j``
-    cell ``c`` are the slots ``c`` and ``c + 2^j``) with no Morton code, sort or scatter.
-    The test reads only the released atoms (their points, weights and depths).
-
-    Args:
-      data_mass: [2^depth] float32 data mass per level-``depth`` cell, in planar order.
-      grid: [2^depth, d] int32 the slots' cell indices (``_planar_grid``).
-      points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M], leaves at most ``depth``
-        deep.
-
-    Returns:
-      ``(level_gap [B, depth + 1], leaf_mass [B, depth + 1], placed [B], balanced
-      [B])``: the statistics of ``_replicate``, valid where the replicate is balanced
-      (``_balanced``) and ``placed`` (its atoms in place).
-    """
-    size, d = 2**depth, points.shape[-1]
-    width = min(weights.shape[1], size)
-    resolution = partition.coordinate_resolution(depth, d)
-    scale = np.ldexp(1.0, resolution).astype(np.float32)  # exact powers of two
-    positive = weights > 0
-    top = fixed_reduce(jnp.where(positive, leaf_depth, -1), jnp.maximum, -1)
-    balanced = fixed_reduce(jnp.where(positive, leaf_depth == top[:, None], (
-        leaf_depth == top[:, None]) | (leaf_depth == 0)), jnp.logical_and, True)
-    coarser = jnp.asarray(resolution, jnp.int32) - partition.coordinate_resolution(
-        top[:, None], d, jnp)  # the digits below each replicate's own level
-    outside = jnp.zeros_like(positive[:, :width], jnp.int32)  # a coordinate at a time
-    for c in range(d):
-        cell = jnp.minimum(jnp.floor(points[:, :width, c] * scale[c]), scale[c] - 1)
-        outside |= (cell.astype(jnp.int32) ^ grid[:width, c]) >> coarser[:, c:c + 1]
-    placed = (fixed_reduce(jnp.where(positive[:, :width], outside, 0), jnp.bitwise_or, 0) == 0
-              ) & ~jnp.any(positive[:, width:], axis=1)
-    mass = weights[:, :width] / fixed_sum(weights)[:, None]
-    diff = data_mass - jnp.pad(mass, ((0, 0), (0, size - width)))
-    gap = [jnp.zeros_like(top, jnp.float32)] * (depth + 1)
-    for j in range(depth, 0, -1):
-        gap[j] = jnp.where(j <= top, fixed_sum(jnp.abs(diff)), 0.0)
-        diff = diff[:, : 2 ** (j - 1)] + diff[:, 2 ** (j - 1):]
-    levels = jnp.arange(depth + 1)
-    leaf_mass = jnp.where(levels == top[:, None], 2.0, 0.0)  # all data, all atoms
-    return jnp.stack(gap, axis=1), leaf_mass, placed, balanced
-
-
-_planar_kernel = jax.jit(_planar_levels, static_argnames="depth")
-
-
-def _complete_tree(data: TreeData, points, weights, leaf_depth, depth: int, batch_size):
-    """Level statistics of balanced replicates to ``depth`` (``_balanced``), or ``None``
-    when one of them is not balanced: on the device in place (``_planar_levels``) where
-    their atoms are, the others on their complete grid on the host (``_complete_levels``).
-    A replicate's route depends on its own atoms only."""
-    counts = _cell_histogram(data, depth)
-    morton, grid = _planar_grid(depth, points.shape[-1])
-    data_mass = jnp.asarray(counts[morton] / counts.sum(), jnp.float32)
-    size = batch_size or fitting_batch(_planar_bytes(depth, weights.shape[1]), device_memory(),
-                                       DEFAULT_BATCH_SIZE)
-    gap, leaf, placed, balanced = jax.device_get(chunked(
-        functools.partial(_planar_kernel, data_mass, jnp.asarray(grid), depth=depth),
-        (points, weights, leaf_depth), size))
-    if not balanced.all():
-        return None
-    gap, leaf = np.array(gap, np.float64), np.array(leaf, np.float64)
-    rest = np.flatnonzero(~placed)
-    if rest.size:
-        size = batch_size or fitting_batch(_complete_bytes(depth, weights.shape[1]),
-                                           memory_limit(), rest.size)
-        gap[rest], leaf[rest], _ = chunked(
-            functools.partial(_complete_levels, counts, depth=depth),
-            tuple(np.asarray(a)[rest] for a in (points, weights, leaf_depth)), size)
-    return gap, leaf, np.ones(len(gap), bool)
-
-
 @functools.cache
 def _chunk_kernel(depth: int, shifted: bool):
     """Jitted ``_replicate`` vmapped over a chunk; data shared unless shifted."""
@@ -569,20 +424,15 @@ def _chunk_kernel(depth: int, shifted: bool):
         in_axes=(None, None, None, None, None, 0, 0, 0)))
 
 
-def _balanced(weights, leaf_depth) -> bool:
-    """Whether every replicate is balanced with inert zero-weight atoms: its positive
-    atoms at one depth ``r``, its zero-weight ones at ``r`` or at the root (engine
-    padding).  Host NumPy (``_planar_levels`` tests it on the device)."""
-    positive = weights > 0
-    top = np.max(np.where(positive, leaf_depth, -1), axis=1, keepdims=True)
-    return bool(np.all(np.where(positive, leaf_depth == top,
-                                (leaf_depth == top) | (leaf_depth == 0))))
-
-
-def _cell_histogram(data: TreeData, depth: int) -> np.ndarray:
-    """Data points per level-``depth`` cell, in Morton order ([2^depth] float64)."""
-    cells = data.words[:, 0] >> np.uint32(WORD_BITS - depth) if depth else np.zeros(1, np.uint32)
-    return np.bincount(cells, data.counts, minlength=2**depth)
+def _cell_histogram(data, depth: int) -> np.ndarray:
+    """Data points per level-``depth`` cell, in Morton order ([2^depth]): from the codes
+    of a ``TreeData``, else of the data's points."""
+    if isinstance(data, TreeData):
+        words, counts = data.words[:, 0], data.counts
+    else:
+        words, counts = partition.morton_words(data_points(data), depth)[:, 0], None
+    cells = words >> np.uint32(WORD_BITS - depth) if depth else np.zeros(len(words), np.uint32)
+    return np.bincount(cells, counts, minlength=2**depth)
 
 
 def _drop_inert_atoms(points, weights, leaf_depth):
@@ -590,9 +440,9 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     replicate is balanced (PMM-family outputs), else the engine's padding (zero weight at
     the root, whose cell holds every other atom: no tree's node or leaf).
 
-    A balanced replicate's tree (``_balanced``) is the complete depth-``r`` tree whatever
-    zero-weight atoms exist (root padding is ignored, depth-``r`` ones are empty leaves),
-    so dropping them changes nothing but the work.  Unbalanced trees keep their
+    A balanced replicate's tree (``complete_tree.balanced``) is the complete depth-``r``
+    tree whatever zero-weight atoms exist (root padding is ignored, depth-``r`` ones are
+    empty leaves), so dropping them changes nothing but the work.  Unbalanced trees keep their
     zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves matter.
     The new atom count is ``batching.capacity_bucket`` of the most kept atoms of a
     replicate: the first slots where the dropped ones trail (a release's padding), else
@@ -600,7 +450,7 @@ def _drop_inert_atoms(points, weights, leaf_depth):
     its first with weight 0, in that atom's cell, which changes nothing).
     """
     keep = weights > 0
-    if not _balanced(weights, leaf_depth):
+    if not balanced(weights, leaf_depth):
         keep |= leaf_depth > 0
     width = capacity_bucket(int(keep.sum(axis=1).max(initial=1)))
     if width >= weights.shape[1]:
@@ -645,17 +495,17 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
     points, weights, leaf_depth = (np.asarray(a) for a in (points, weights, leaf_depth))
     d = points.shape[-1]
     deepest = int(leaf_depth.max(initial=0))
-    if not isinstance(data, TreeData):
-        data = prepare(data, deepest)
-    elif deepest > data.depth:
+    if isinstance(data, TreeData) and deepest > data.depth:
         raise ValueError(
             f"X was prepared to depth {data.depth} but out has leaves at depth {deepest}; "
             f"prepare(X, depth>={deepest})"
         )
     levels = None
-    if shift is None and deepest <= COMPLETE_DEPTH and _balanced(weights[:1], leaf_depth[:1]):
-        levels = _complete_tree(data, points, weights, leaf_depth, deepest, batch_size)
+    if shift is None and deepest <= MAX_DEPTH and balanced(weights[:1], leaf_depth[:1]):
+        levels = complete_levels(_cell_histogram(data, deepest), points, weights, leaf_depth)
     if levels is None:
+        if not isinstance(data, TreeData):
+            data = prepare(data, deepest)
         levels = _tree_levels(data, points, weights, leaf_depth, shift, metric, batch_size)
     gap, leaf, valid = levels
     tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
@@ -686,16 +536,6 @@ def bytes_per_replicate(data, atom_bytes: float) -> float:
     ``DataTree``); the route from the level statistics needs none."""
     d = data_points(data).shape[1]
     return _replicate_bytes(data, atom_bytes / (4.0 * (d + 2)), False)
-
-
-def _complete_bytes(depth: int, atoms: float) -> float:
-    """``_complete_levels``' memory model, per replicate."""
-    return COMPLETE_CELL_BYTES * 2**depth + COMPLETE_ATOM_BYTES * atoms
-
-
-def _planar_bytes(depth: int, atoms: float) -> float:
-    """``_planar_levels``' memory model, per replicate."""
-    return PLANAR_CELL_BYTES * 2**depth + PLANAR_ATOM_BYTES * atoms
 
 
 def _replicate_bytes(data, atoms: float, shifted: bool) -> float:

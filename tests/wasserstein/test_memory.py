@@ -5,17 +5,17 @@ batch: the sweep's chunks, the tree W1's vmapped chunks, the exact solver's thre
 Measured here: XLA's compiled memory analysis (temporaries and outputs, per replicate of
 a block) of the jitted computations (the tree W1's kernel, plain and shifted; the
 bracket's projections; the exact1d blocks; a Sinkhorn round and its certificate); the
-traced peak of NumPy's allocations (``tracemalloc``) for the host computations (the tree
-W1 of balanced trees); the process's peak resident memory, its high-water mark reset
-before one replicate is solved, for the exact solver (numba and NumPy), in a fresh
-process.  A model must be within ``FACTOR`` of the measure, either way: above it by
-design (a conservative model costs speed, not memory), never far below.
+process's peak resident memory, its high-water mark reset before one replicate is
+solved, for the exact solver (numba and NumPy), in a fresh process.  A model must be
+within ``FACTOR`` of the measure, either way: above it by design (a conservative model
+costs speed, not memory), never far below.  (The tree W1 of balanced trees,
+``complete_tree``, needs no model: its memory is one replicate's grid of cells per
+thread, bounded by ``complete_tree.MAX_DEPTH``.)
 """
 
 import subprocess
 import sys
 import textwrap
-import tracemalloc
 
 import jax
 import jax.numpy as jnp
@@ -56,31 +56,6 @@ def test_tree_kernel(n, depth, atoms, shifted):
                 i32(block, atoms))
     kernel = T._chunk_kernel(depth, shifted).lower(tables.levels, tables.count, *args).compile()
     assert within(per_replicate(kernel, block), T._replicate_bytes(data, atoms, shifted))
-
-
-@pytest.mark.parametrize("depth, atoms, share", [(12, 4096, 0.5), (15, 32768, 0.1)])
-def test_complete_trees_on_the_host(depth, atoms, share):
-    rng = np.random.default_rng(1)
-    data, block = T.prepare(rng.random((5000, 2)), depth), 16
-    weights = (rng.random((block, atoms)) < share).astype(np.float32)
-    weights[:, 0] = 1.0
-    arrays = (rng.random((block, atoms, 2)).astype(np.float32), weights / weights.sum(1)[:, None],
-              np.full((block, atoms), depth, np.int32))
-    counts = T._cell_histogram(data, depth)
-    tracemalloc.start()
-    T._complete_levels(counts, *arrays, depth=depth)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert within(peak / block, T._complete_bytes(depth, atoms))
-
-
-@pytest.mark.parametrize("depth, atoms", [(12, 4096), (15, 32768), (10, 4096)])
-def test_complete_trees_in_place(depth, atoms):
-    block = 16
-    compiled = T._planar_kernel.lower(
-        f32(2**depth), i32(2**depth, 2), f32(block, atoms, 2), f32(block, atoms),
-        i32(block, atoms), depth=depth).compile()
-    assert within(per_replicate(compiled, block), T._planar_bytes(depth, atoms))
 
 
 @pytest.mark.parametrize("n, directions, atoms", [(2000, 200, 64), (30000, 2, 4096),

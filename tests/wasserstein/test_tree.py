@@ -111,7 +111,7 @@ def balanced_replicate(rng, d, r, m):
 def in_place_replicate(rng, d, r):
     """A complete depth-``r`` release in PMM's planar order: slot ``i`` holds an atom of
     the cell whose path bit ``b_t`` is bit ``t`` of ``i`` (built from the bits here, not
-    from ``tree._planar_grid``), root-padded."""
+    from ``complete_tree.planar_cells``), root-padded."""
     slots = np.arange(2**r)
     codes = sum(((slots >> t) & 1) << (r - 1 - t) for t in range(r))  # Morton: b_0 first
     points = np.array([_inside(rng, *_cell_box(c, r, d)) for c in codes])
@@ -383,12 +383,11 @@ def test_unbalanced_trees_lose_only_their_root_padding(trailing, monkeypatch):
 
 
 @pytest.mark.parametrize("metric", METRICS)
-def test_in_place_releases_against_pot(metric):
-    """Balanced releases whose atoms sit in planar order are measured on the device in
-    place (``tree._planar_levels``); the same atoms out of place (two slots swapped, an
-    atom moved to another cell of its level, a permutation of a PMM-style release) take
-    the host route.  Every replicate against the brute-force POT reference, and the
-    route each took."""
+def test_in_place_releases_against_pot(metric, monkeypatch):
+    """Balanced releases whose atoms sit in planar order, and the same atoms out of place
+    (two slots swapped, an atom moved to another cell of its level, a permutation of a
+    PMM-style release), all on the complete grid (``complete_tree``: the general kernel
+    is not called), against the brute-force POT reference."""
     rng = np.random.default_rng(21)
     X = make_data(rng, 2)
     reps = [in_place_replicate(rng, 2, r) for r in (4, 3, 4)]
@@ -399,16 +398,8 @@ def test_in_place_releases_against_pot(metric):
     shuffled = [a.copy() for a in in_place_replicate(rng, 2, 4)]
     order = np.concatenate([rng.permutation(16), np.arange(16, M_ATOMS)])
     shuffled = [a[order] for a in shuffled]
-    out = make_measure(*stack(reps + [swapped, moved, shuffled]))
-    check_against_reference(X, out, metric)
-    arrays = check_measure(out, 2)[:3]
-    data = prepare_w1(X, 4)
-    morton, grid = T._planar_grid(4, 2)
-    counts = T._cell_histogram(data, 4)
-    *_, placed, balanced = T._planar_kernel(
-        jnp.asarray(counts[morton] / counts.sum(), jnp.float32), grid, *arrays, depth=4)
-    assert np.asarray(balanced).all()
-    np.testing.assert_array_equal(placed, [True, True, True, False, False, False])
+    monkeypatch.setattr(T, "_tree_levels", None)
+    check_against_reference(X, make_measure(*stack(reps + [swapped, moved, shuffled])), metric)
 
 
 def test_no_recompile_across_weights_metrics_and_data_sets():

@@ -47,12 +47,20 @@ def balanced(weights, leaf_depth) -> bool:
 
 
 @functools.lru_cache(maxsize=4)
+def planar_morton(depth: int) -> np.ndarray:
+    """Each level-``depth`` slot's Morton index (``partition.planar_to_morton``: its
+    ``depth`` bits reversed), read-only (cached)."""
+    morton = partition.planar_to_morton(depth)
+    morton.flags.writeable = False
+    return morton
+
+
+@functools.lru_cache(maxsize=4)
 def planar_cells(depth: int, d: int) -> np.ndarray:
     """The level-``depth`` cells in planar order: slot ``i``'s per-coordinate cell index
-    (``partition.leaf_index_to_cells`` of its Morton index, ``partition.planar_to_morton``),
-    [2^depth, d] int32, read-only (cached)."""
-    cells = partition.leaf_index_to_cells(partition.planar_to_morton(depth), depth, d)
-    cells = cells.astype(np.int32)
+    (``partition.leaf_index_to_cells`` of its Morton index), [2^depth, d] int32,
+    read-only (cached)."""
+    cells = partition.leaf_index_to_cells(planar_morton(depth), depth, d).astype(np.int32)
     cells.flags.writeable = False
     return cells
 
@@ -62,7 +70,7 @@ def data_level_masses(counts) -> np.ndarray:
     heap: level ``j``'s slot ``c`` at ``2^j + c`` ([2^(depth+1)] float64), from the data
     points per level-``depth`` cell in Morton order, ``counts`` [2^depth]."""
     depth = len(counts).bit_length() - 1
-    mass = counts[partition.planar_to_morton(depth)] / np.sum(counts)
+    mass = counts[planar_morton(depth)] / np.sum(counts)
     heap = np.zeros(2 ** (depth + 1))
     for j in range(depth, -1, -1):
         heap[2**j:2 ** (j + 1)] = mass

@@ -107,8 +107,11 @@ def complete_levels(counts, points, weights, leaf_depth):
         lo, hi = pieces[k], pieces[k + 1]
         _levels(heap, grid, *(a[lo:hi] for a in arrays), gap[lo:hi], top[lo:hi], ok[lo:hi])
 
-    with concurrent.futures.ThreadPoolExecutor(len(pieces) - 1) as pool:
-        list(pool.map(run, range(len(pieces) - 1)))
+    if len(pieces) == 2:
+        run(0)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(len(pieces) - 1) as pool:
+            list(pool.map(run, range(len(pieces) - 1)))
     if not ok.all():
         return None
     leaf_mass = np.where(np.arange(depth + 1) == top[:, None], 2.0, 0.0)

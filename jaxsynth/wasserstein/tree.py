@@ -59,6 +59,8 @@ keys, neighbours' split levels and the level's cells (``_replicate``; measured b
 ``tests/wasserstein/test_memory.py``)."""
 CELL_BYTES = 5
 """Memory per data code and level of a shifted replicate's own codes and level cells."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TreeData(PreparedData):
     """A data set prepared once for tree-metric W1 against many synthetic measures.
@@ -442,8 +444,9 @@ def _drop_inert_atoms(points, weights, leaf_depth):
 
     A balanced replicate's tree (``complete_tree.balanced``) is the complete depth-``r``
     tree whatever zero-weight atoms exist (root padding is ignored, depth-``r`` ones are
-    empty leaves), so dropping them changes nothing but the work.  Unbalanced trees keep their
-    zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves matter.
+    empty leaves), so dropping them changes nothing but the work.  Unbalanced trees keep
+    their zero-weight leaves below the root (PrivTree's empty leaves): zero-mass leaves
+    matter.
     The new atom count is ``batching.capacity_bucket`` of the most kept atoms of a
     replicate: the first slots where the dropped ones trail (a release's padding), else
     ``core.measure.positive_atoms`` (host NumPy; a slot past a replicate's atoms repeats

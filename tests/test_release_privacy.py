@@ -75,7 +75,8 @@ def test_diagnostics_flag_is_checked(X):
         js.release_batch(0, js.PMM(depth=4), X, EPS, diagnostics="yes")
 
 
-@pytest.mark.parametrize("shift", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.slow  # three capacities, three compilations of the kernel
+@pytest.mark.parametrize("shift", [False, True])
 def test_privtree_release_does_not_show_its_fitted_capacity(X, shift, monkeypatch):
     # the node table's capacity is fitted to the data without noise: no shape or value of
     # the release may depend on it (the arrays are cut to the released leaves)

@@ -2,8 +2,10 @@
 
 Truth: the tables the earlier sweep code wrote for the same sweeps (``data/golden/``).
 A fixed sweep, a store written in two runs, a sweep to a precision and the command line's
-sweep (one process; two processes in the slow run) must give every pinned column's
-values, row for row: labels and integers equal, floats equal to the last bit.
+sweep (one process, and two processes) must give every pinned column's values, row for
+row: labels and integers equal, floats equal to the last bit.  Every sweep here is a
+whole sweep of the golden grid (over a minute of compilation and releases together), so
+the module is in the slow run, which CI runs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import pandas as pd
 import pytest
 
 from tests.experiments import golden
+
+pytestmark = pytest.mark.slow
 
 
 def _same(now: pd.DataFrame, name: str) -> None:
@@ -36,6 +40,5 @@ def test_the_command_lines_table_is_the_pinned_one(tmp_path, cli_env):
     _same(golden.cli_table(tmp_path, 1, cli_env), "cli")
 
 
-@pytest.mark.slow
 def test_two_processes_write_the_pinned_table(tmp_path, cli_env):
     _same(golden.cli_table(tmp_path, 2, cli_env), "cli")

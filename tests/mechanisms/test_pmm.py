@@ -157,7 +157,7 @@ def test_measure_is_valid(clustered):
     assert np.all(np.asarray(out.leaf_depth) == 5)
 
 
-@pytest.mark.parametrize("engine", ["sparse", "dense"])
+@pytest.mark.parametrize("engine", [pytest.param("sparse", marks=pytest.mark.slow), "dense"])
 def test_same_key_same_replicate_any_batch_or_chunk(clustered, engine):
     mech = js.PrunedPMM(depth=6, engine=engine)
     big, dbig = js.release_batch(5, mech, clustered, [0.5, 1.0], seeds=8, diagnostics=True)

@@ -185,6 +185,7 @@ def test_demo_writes_table_and_plot(tmp_path, capsys, monkeypatch):
     assert "nothing to compute: every row was there" in printed and "created" not in printed
 
 
+@pytest.mark.slow  # the closed output, the same path of the command, stays in the default run
 def test_output_piped_into_a_reader_that_stops_early(tmp_path, cli_env):
     """``jaxsynth simulate … | head``: no "Broken pipe" and status 0 (the file is written).
     The reader here (``true``) exits at once, so every write meets a closed pipe."""

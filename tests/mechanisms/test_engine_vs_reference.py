@@ -242,7 +242,7 @@ def _compare_pmm(out, diag, results):
         check_w1(diag, ref.w1, e, s)
 
 
-SLOW_CASES = {"pruned-sparse-d2-r40"}
+SLOW_CASES = {"pruned-sparse-d2-r40", "pruned-sparse-n1", "pmm-d1-r6-uniform"}
 """The longest reference comparisons, in the slow run (their shorter siblings stay)."""
 
 

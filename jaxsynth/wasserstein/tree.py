@@ -428,9 +428,11 @@ def _chunk_kernel(depth: int, shifted: bool):
 
 def _cell_histogram(data, depth: int) -> np.ndarray:
     """Data points per level-``depth`` cell, in Morton order ([2^depth]): from the codes
-    of a ``TreeData``, else of the data's points."""
+    of a ``TreeData`` or of a deep enough ``DataTree``, else of the data's points."""
     if isinstance(data, TreeData):
         words, counts = data.words[:, 0], data.counts
+    elif isinstance(data, DataTree) and data.depth >= depth:
+        words, counts = data.words[:, 0], None
     else:
         words, counts = partition.morton_words(data_points(data), depth)[:, 0], None
     cells = words >> np.uint32(WORD_BITS - depth) if depth else np.zeros(len(words), np.uint32)
@@ -485,9 +487,10 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
       points: [B, M, d]; weights: [B, M]; leaf_depth: [B, M]; shift: [B, d] partition
         shifts, or ``None``.
       metric: the ground metric (checked by the router).
-      batch_size: replicates per vmapped chunk (``None``: as many as fit
-        ``device_memory()`` under ``bytes_per_replicate``, at most
-        ``DEFAULT_BATCH_SIZE``); the values do not depend on it.
+      batch_size: replicates per vmapped chunk of the general route (``None``: as many
+        as fit ``device_memory()`` under ``bytes_per_replicate``, at most
+        ``DEFAULT_BATCH_SIZE``; balanced trees run on ``complete_tree``'s host kernel);
+        the values do not depend on it.
 
     Returns:
       ``TreeW1`` of float64 [B] (``levels_w1`` of the replicates' level statistics).

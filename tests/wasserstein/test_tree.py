@@ -444,7 +444,8 @@ def test_accuracy_large_balanced():
 
 def test_datatree_and_prepared_inputs_agree():
     """``X``, a ``TreeData`` and a ``DataTree`` (deeper, cut to the leaves' depth, or too
-    shallow, rebuilt from its points) give the same W1."""
+    shallow, rebuilt from its points) give the same W1, for unbalanced trees and, on the
+    complete grid's route, for balanced ones."""
     rng = np.random.default_rng(11)
     X = make_data(rng, 2)
     out = make_measure(*stack([unbalanced_replicate(rng, 2, k) for k in (5, 9, 3, 4, 6, 2)]))
@@ -452,6 +453,10 @@ def test_datatree_and_prepared_inputs_agree():
     np.testing.assert_allclose(w1(prepare_w1(X, DEPTH, size=N_DATA), out, "tree"), plain, rtol=1e-6)
     np.testing.assert_allclose(w1(DataTree.build(X, 40), out, "tree"), plain, rtol=1e-6)  # cut
     np.testing.assert_allclose(w1(DataTree.build(X, 2), out, "tree"), plain, rtol=1e-6)
+    balanced = make_measure(*stack([balanced_replicate(rng, 2, DEPTH, k) for k in (5, 9, 3)]))
+    plain = w1(X, balanced, "tree")  # the complete grid's route: its data histogram
+    for data in (prepare_w1(X, DEPTH, size=N_DATA), DataTree.build(X, 40), DataTree.build(X, 2)):
+        np.testing.assert_array_equal(w1(data, balanced, "tree"), plain)
 
 
 def test_malformed_trees_are_rejected():

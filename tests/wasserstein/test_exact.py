@@ -116,6 +116,41 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
 
 
+@pytest.mark.parametrize("metric", ["linf", "l2"])
+def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
+    # the coarsest level's first LP (column generation) holds, for every atom, its
+    # ATOM_CANDIDATES nearest blocks by a brute-force cost matrix (ties aside), besides
+    # each block's nearest atoms; the pairs still contain POT's value
+    monkeypatch.setattr(exact_w1, "DENSE_ARCS", 0)
+    first = []
+    solve_arcs = exact_w1.lp.solve_arcs
+
+    def recording(a, b, rows, cols, costs, start=None):
+        if start is None:
+            first.append((len(a), np.asarray(rows), np.asarray(cols)))
+        return solve_arcs(a, b, rows, cols, costs, start)
+
+    monkeypatch.setattr(exact_w1.lp, "solve_arcs", recording)
+    X = js.datasets.load("two_moons", n=3000, key=3)
+    out = js.release_batch(5, js.PMM(), X, eps=[1.0], seeds=1)
+    check_pair(X, out, metric)
+    data = prepare_exact(X)
+    coarsest = data.levels[0]
+    p, w = canonical_atoms(np.asarray(out.points[0, 0]), np.asarray(out.weights[0, 0]))
+    atoms = p[levels.morton_order(p)].astype(np.float32).astype(np.float64)
+    (blocks, rows, cols), = [call for call in first if call[0] == coarsest.size]
+    cost = certificate.cost_matrix(coarsest.centroids, atoms, metric)  # [blocks, atoms]
+    k = exact_w1.ATOM_CANDIDATES
+    beyond = np.sort(cost, axis=0)[k]  # each atom's (k+1)-th least cost
+    has = np.zeros_like(cost, bool)
+    has[rows, cols] = True
+    # blocks among each atom's k nearest with a clear margin (the pass picks by float32
+    # keys whose low bits hold the block, so near-ties within 2^-12 may go either way)
+    clear = cost < beyond * (1 - 1e-3)
+    assert clear.any(axis=0).mean() > 0.5
+    assert np.all(has[clear])
+
+
 @pytest.mark.parametrize("data, metric, dense_arcs", [
     ("uniform", "linf", exact_w1.DENSE_ARCS), ("spiral", "l2", 0),
     pytest.param("uniform", "linf", 0, marks=pytest.mark.slow),

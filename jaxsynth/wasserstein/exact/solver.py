@@ -60,10 +60,8 @@ COARSE_CANDIDATES = 8
 ATOM_CANDIDATES = 2
 """Arcs from each atom to its nearest blocks in the coarsest level's first LP (column
 generation): a block's nearest atoms leave atoms that no block has among its nearest
-reached by north-west arcs alone, and the rounds that follow find them.  With these arcs
-the 3-D blobs' PMM release at n = 3·10^4 took a third fewer rounds there; a replicate on
-one thread took 0.81, 0.93, 0.93 and 1.0 of its time (the spiral's PMM and PrivTree
-releases, the blobs' PMM and PrivTree releases; paired, same process)."""
+reached by north-west arcs alone, and the rounds that follow find them one by one (fewer
+rounds with them where atoms outnumber blocks: ``docs/design/notes.md``)."""
 ADAPTED_CANDIDATES = 6
 """The same at the plan-adapted level (large data): its first LP on these arcs usually
 gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second

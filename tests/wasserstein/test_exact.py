@@ -116,7 +116,7 @@ def test_coarsest_level_by_column_generation(n, metric, monkeypatch):
         check_pair(X, js.release_batch(5, mech, X, eps=[1.0], seeds=2), metric)
 
 
-@pytest.mark.parametrize("metric", ["linf", "l2"])
+@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     # the coarsest level's first LP (column generation) holds, for every atom, its
     # ATOM_CANDIDATES nearest blocks by a brute-force cost matrix (ties aside), besides

@@ -60,8 +60,9 @@ COARSE_CANDIDATES = 8
 ATOM_CANDIDATES = 2
 """Arcs from each atom to its nearest blocks in the coarsest level's first LP (column
 generation): a block's nearest atoms leave atoms that no block has among its nearest
-reached by north-west arcs alone, and the rounds that follow find them one by one (fewer
-rounds with them where atoms outnumber blocks: ``docs/design/notes.md``)."""
+reached by north-west arcs alone, and the rounds that follow find them one by one.  Only
+for fewer than ``ATOMS_PER_BLOCK`` atoms a block, where they were measured faster
+(``docs/design/notes.md``); with many atoms a block (large data) they were not."""
 ADAPTED_CANDIDATES = 6
 """The same at the plan-adapted level (large data): its first LP on these arcs usually
 gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
@@ -337,7 +338,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         levels.inherited_arcs(last.level, level, last.plan[0], last.plan[1], m)]
     if tree is not None:
         inherited.append(tree.keys[tree.keys >= 0])
-    if coarsest:  # each atom's nearest blocks (a pass with the roles swapped)
+    if coarsest and m < ATOMS_PER_BLOCK * level.size:
+        # each atom's nearest blocks: a pass with the roles swapped
         near = _scan(_blocks_as_atoms(rep, level), pass_chunks(rep.atoms), m,
                      np.zeros(level.size), min(ATOM_CANDIDATES, level.size))[1]
         inherited.append(near.ravel() * m + np.repeat(np.arange(m), near.shape[1]))

@@ -340,8 +340,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         inherited.append(tree.keys[tree.keys >= 0])
     if coarsest and m < ATOMS_PER_BLOCK * level.size:
         # each atom's nearest blocks: a pass with the roles swapped
-        near = _scan(_blocks_as_atoms(rep, level), pass_chunks(rep.atoms), m,
-                     np.zeros(level.size), min(ATOM_CANDIDATES, level.size))[1]
+        near = _atoms_over_blocks(rep, level, np.zeros(level.size),
+                                  min(ATOM_CANDIDATES, level.size))[1]
         inherited.append(near.ravel() * m + np.repeat(np.arange(m), near.shape[1]))
     nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, first_k)
@@ -431,14 +431,15 @@ def _atom_duals(rep: Replicate, level: Level, u) -> np.ndarray:
     """Each atom's dual from block duals ``u`` of ``level``: its c-transform
     ``min_i c(x_i, y_j) − u_i`` over the blocks (a pass with the roles swapped), the
     duals that price every arc to the atom at ``≥ 0``, one at 0."""
-    return _scan(_blocks_as_atoms(rep, level), pass_chunks(rep.atoms), rep.m, u)[0]
+    return _atoms_over_blocks(rep, level, u)[0]
 
 
-def _blocks_as_atoms(rep: Replicate, level: Level) -> Replicate:
-    """``rep`` with ``level``'s blocks in the atoms' place: a pass over it prices each
-    atom against every block."""
+def _atoms_over_blocks(rep: Replicate, level: Level, u, k=0):
+    """``_scan`` with the roles swapped: each atom's c-transform over ``level``'s blocks
+    under block duals ``u`` and, with ``k > 0``, its ``k`` blocks of least reduced cost."""
     y, size = _padded_atoms(level.centroids)
-    return rep._replace(w=level.masses, y=y, size=size)
+    blocks = rep._replace(w=level.masses, y=y, size=size)
+    return _scan(blocks, pass_chunks(rep.atoms), rep.m, u, k)
 
 
 def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, fmin):

@@ -136,9 +136,9 @@ def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     check_pair(X, out, metric)
     data = prepare_exact(X)
     coarsest = data.levels[0]
-    p, w = canonical_atoms(np.asarray(out.points[0, 0]), np.asarray(out.weights[0, 0]))
+    p, _ = canonical_atoms(np.asarray(out.points[0, 0]), np.asarray(out.weights[0, 0]))
     atoms = p[levels.morton_order(p)].astype(np.float32).astype(np.float64)
-    (blocks, rows, cols), = [call for call in first if call[0] == coarsest.size]
+    (_, rows, cols), = [call for call in first if call[0] == coarsest.size]
     cost = certificate.cost_matrix(coarsest.centroids, atoms, metric)  # [blocks, atoms]
     k = exact_w1.ATOM_CANDIDATES
     beyond = np.sort(cost, axis=0)[k]  # each atom's (k+1)-th least cost

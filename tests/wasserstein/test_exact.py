@@ -135,8 +135,9 @@ def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     out = js.release_batch(5, js.PMM(), X, eps=[1.0], seeds=1)
     check_pair(X, out, metric)
     data = prepare_exact(X)
-    coarsest = data.levels[0]
     p, _ = canonical_atoms(np.asarray(out.points[0, 0]), np.asarray(out.weights[0, 0]))
+    coarsest = data.probe if levels.probed(data.levels[0].size, data.n, len(p)) \
+        else data.levels[0]
     atoms = p[levels.morton_order(p)].astype(np.float32).astype(np.float64)
     (_, rows, cols), = [call for call in first if call[0] == coarsest.size]
     cost = certificate.cost_matrix(coarsest.centroids, atoms, metric)  # [blocks, atoms]

@@ -20,8 +20,8 @@ from jaxsynth.wasserstein.ctransform import pass_chunks
 from jaxsynth.wasserstein.exact.certificate import arc_cost_sums
 
 __all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "adapted_level", "inherited_arcs",
-           "mean_costs", "morton_order", "northwest_arcs", "prepare_exact", "pushed",
-           "unique_arcs"]
+           "mean_costs", "morton_order", "northwest_arcs", "prepare_exact", "probed",
+           "pushed", "unique_arcs"]
 
 DEFAULT_CLUSTERS = 1024
 """Morton blocks of the coarsest level."""
@@ -33,6 +33,9 @@ SNAP = 0.5
 """How far (a fraction of a block) a level's block boundary may move from equal counts
 to a place where the data part into other cells: blocks of equal counts straddle the gaps
 of structured data (a spiral's arms), whose centroids then lie between them."""
+PROBE = 4
+"""Blocks of the coarsest level merged into one block of the probe level
+(``ExactData.probe``)."""
 MAX_LP_BLOCKS = 1 << 17
 """The most blocks of a level solved as one LP: the last level above the points has at
 most this many, and a points' level of more is solved by regions (``REGION``)."""
@@ -117,6 +120,9 @@ class ExactData:
         one the points themselves (one block per point, in Morton order).
       parting: [n − 1] uint8: the depth (bits) of the deepest cell of the cyclic partition
         that holds both of two consecutive points (``_parting_depths``).
+      probe: the coarsest level's blocks merged ``PROBE`` at a time (a level above it,
+        nested), solved first for a measure of fewer atoms than the coarsest level has
+        blocks (``solver``); ``None`` where the coarsest level is the points.
 
     Examples:
       >>> import jaxsynth as js
@@ -133,6 +139,7 @@ class ExactData:
     order: np.ndarray
     levels: tuple
     parting: np.ndarray
+    probe: Level | None = None
 
     @property
     def n(self) -> int:
@@ -179,7 +186,18 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
     for q in sizes:  # equal counts, moved to where the data part (nested)
         starts.append(np.arange(n + 1) if q == n else _snapped(
             parting, (np.arange(1, q) * n) // q, int(SNAP * n / q), starts[-1]))
-    return ExactData(X, order, tuple(_level(X[order], s) for s in starts[1:]), parting)
+    top = starts[1]
+    probe = None if len(starts) == 2 else _level(X[order], np.r_[top[:-1:PROBE], top[-1]])
+    return ExactData(X, order, tuple(_level(X[order], s) for s in starts[1:]), parting, probe)
+
+
+def probed(coarsest: int, n: int, m: int) -> bool:
+    """Whether a measure of ``m`` atoms is solved from the probe level (``ExactData.probe``)
+    of data of ``n`` points whose coarsest level has ``coarsest`` blocks: fewer atoms than
+    blocks, above the points.  A coarsest level with more blocks than atoms resolves more
+    than rtol needs on data of low intrinsic dimension, or at a large W1 (small ε), and
+    its dense LP is a large part of a replicate (``docs/theory/exact-w1.md``)."""
+    return m < coarsest < n
 
 
 def inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:

@@ -7,9 +7,10 @@ end is a dual value certified by the c-transform over all atoms
 (``ctransform.reduced_pass``); the upper end is the cost of a coupling
 (``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
 (``exact1d.line_w1``); otherwise multiscale column generation over the data's
-levels of Morton blocks (``levels.prepare_exact``; a coarsest level of at most
-``DENSE_ARCS`` block-atom pairs is solved densely, so small data take the full LP at
-once), each round's restricted LP restarted from the replicate's own previous basis
+levels of Morton blocks (``levels.prepare_exact``; a measure of fewer atoms than the
+coarsest level has blocks starts at the probe level above it, ``levels.probed``; a
+coarsest level of at most ``DENSE_ARCS`` block-atom pairs is solved densely, so small
+data take the full LP at once; any level whose dual value meets rtol may end there), each round's restricted LP restarted from the replicate's own previous basis
 and a level's first LP from the level above's tree refined (``lp.solve_arcs``), the
 points solved by regions on large data; levels with too few blocks for the measure's
 many atoms are solved against groups of atoms, as a guide only.  A pair wider than
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -327,8 +329,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         solution = _lp(rep, lp.solve_dense, level.masses, w,
                        cost_matrix(level.centroids, rep.atoms, rep.metric))
         pair = pair.tightened(upper=_upper(rep, level, solution[:3]))
-        return _leave(rep, index, pair, solution.v), Solved(level, solution[:3], solution.u,
-                                                           solution.v)
+        pair = _leave(rep, index, pair, solution.v, _value(rep, level, solution.u, solution.v))
+        return pair, Solved(level, solution[:3], solution.u, solution.v)
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
     guided = not coarsest and last.plan is None  # below levels of groups of atoms
     first_k = min(GUIDED_CANDIDATES, m) if guided else k
@@ -368,7 +370,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
             if pair.met(rtol):
                 break
         elif not coarsest:
-            pair, value = _certify(rep, pair, level, plan, v, fmin)
+            value = _value(rep, level, fmin, v)
+            pair = _certify(rep, pair, level, plan, v, value)
             if pair.met(rtol):
                 break
             if value - previous < STALL * rtol * pair.upper:
@@ -382,9 +385,10 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         if len(grown) == len(arcs):  # the level's LP is solved
             break
         arcs = grown
-    if coarsest:  # certified at its optimum
-        pair = pair.tightened(upper=_upper(rep, level, plan))
-    if coarsest or not finest:  # (the points' own rounds took their lower end)
+    if coarsest:  # certified at its optimum, whose value the duals give
+        pair = _leave(rep, index, pair.tightened(upper=_upper(rep, level, plan)), v,
+                      _value(rep, level, u, v))
+    elif not finest:  # (the points' own rounds took their lower end)
         pair = _leave(rep, index, pair, v)
     return pair, Solved(level, plan, u, v, solution.basis)
 
@@ -442,25 +446,40 @@ def _atoms_over_blocks(rep: Replicate, level: Level, u, k=0):
     return _scan(blocks, pass_chunks(rep.atoms), rep.m, u, k)
 
 
-def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, fmin):
-    """Tighten the pair with the plan and atom duals of a level above the points
-    (``fmin``: the c-transform of its blocks); returns ``(pair, the level's dual value)``.
-    The lower end is a pass over all points, taken here only once the level's dual value
-    (its estimate) meets rtol (and as the last level above the points is left)."""
+def _value(rep: Replicate, level: Level, u, v) -> float:
+    """The dual value ``Σ a_i u_i + Σ w_j v_j`` of ``level``'s blocks under ``(u, v)``: the
+    LP's value at its optimum, a lower bound on it with ``u`` the blocks' c-transform."""
+    return float(np.dot(level.masses, u) + np.dot(rep.w, v))
+
+
+def _certify(rep: Replicate, pair: Pair, level: Level, plan, v, value: float) -> Pair:
+    """The pair tightened with the plan and atom duals of a level above the points
+    (``value``: its dual value, ``_value``).  The lower end is a pass over all points,
+    taken here only once ``value`` (its estimate) meets rtol (and as the last level
+    above the points is left)."""
     pair = pair.tightened(upper=_upper(rep, level, plan))
-    value = float(np.dot(rep.w, v) + np.dot(level.masses, fmin))
+    return _lower_if_near(rep, pair, v, value)
+
+
+def _lower_if_near(rep: Replicate, pair: Pair, v, value: float) -> Pair:
+    """The pair with the lower end of ``v`` if the dual value ``value``, the lower end's
+    estimate, meets rtol against the upper end (a pass over all points saved otherwise)."""
     if pair.upper - value <= rep.rtol * pair.upper:
         pair = pair.tightened(lower=_lower_end(rep, v)[0])
-    return pair, value
+    return pair
 
 
-def _leave(rep: Replicate, index: int, pair: Pair, v) -> Pair:
+def _leave(rep: Replicate, index: int, pair: Pair, v, value: float = -np.inf) -> Pair:
     """As level ``index`` is left: its duals give the lower end if it is the points' level
     or the last one above it (near-optimal for the blocks, those usually beat the duals of
-    the points' first restricted LP; and the regions' duals are not one dual solution)."""
-    if index + 2 >= len(rep.data.levels) and not pair.met(rep.rtol):
-        pair = pair.tightened(lower=_lower_end(rep, v)[0])
-    return pair
+    the points' first restricted LP; and the regions' duals are not one dual solution),
+    or if their dual value ``value`` meets rtol (``_lower_if_near``: the coarsest level,
+    solved to its optimum, may meet rtol on data of low intrinsic dimension)."""
+    if pair.met(rep.rtol):
+        return pair
+    if index + 2 >= len(rep.data.levels):
+        return pair.tightened(lower=_lower_end(rep, v)[0])
+    return _lower_if_near(rep, pair, v, value)
 
 
 def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
@@ -580,6 +599,8 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
                         w / w.sum())
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
+    if levels.probed(data.levels[0].size, n, m):  # few atoms: a coarser start
+        data = dataclasses.replace(data, levels=(data.probe, *data.levels))
     rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes, threads)
     pair, last = Pair(0.0, diam), None
     first = _first_level(data, m)

@@ -114,8 +114,10 @@ def exact_memory(n: int, m: float, coarsest: int) -> float:
     """The exact solver's memory model: bytes one replicate holds at its peak, for ``n``
     data points, ``m`` atoms and ``coarsest`` blocks at the coarsest level (beyond the
     ``ExactData`` every replicate shares): its largest LP's arcs (or the dense coarsest
-    level's pairs), its point-sized arrays and its atoms' (``tests/wasserstein/
-    test_memory.py`` checks it against the measured peak)."""
+    level's pairs: the probe level's for few atoms), its point-sized arrays and its
+    atoms' (``tests/wasserstein/test_memory.py`` checks it against the measured peak)."""
+    if levels.probed(coarsest, n, m):  # the dense LP is the probe level's
+        coarsest = -(-coarsest // levels.PROBE)
     largest_lp = POINT_BYTES * min(n, levels.MAX_LP_BLOCKS)
     dense = DENSE_ARC_BYTES * coarsest * m if coarsest * m <= DENSE_ARCS else 0.0
     return max(largest_lp, dense) + DATA_BYTES * n + ATOM_BYTES * m

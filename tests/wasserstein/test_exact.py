@@ -152,6 +152,53 @@ def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     assert np.all(has[clear])
 
 
+def closed_curve(n: int, d: int, seed: int = 1) -> np.ndarray:
+    """A closed smooth curve in [0,1]^d (coordinate k a sine of frequency k // 2 + 1), points
+    uniform in its parameter with a little noise: data of intrinsic dimension one."""
+    rng = np.random.default_rng(seed)
+    t, k = rng.random(n)[:, None], np.arange(d)[None, :]
+    x = 0.5 + 0.4 * np.sin(2 * np.pi * (k // 2 + 1) * t + k * np.pi / 2) / (1 + k // 2)
+    return np.clip(x + 0.003 * rng.standard_normal((n, d)), 0, 1)
+
+
+def test_the_probe_level_is_the_coarsest_blocks_merged():
+    X = js.datasets.load("two_moons", n=5000, key=4)
+    data = prepare_exact(X)
+    probe, top = data.probe, data.levels[0]
+    assert probe.size == -(-top.size // levels.PROBE)
+    assert np.isin(probe.starts, top.starts).all()  # nested: unions of coarsest blocks
+    parent = np.searchsorted(probe.starts, top.starts[:-1], side="right") - 1
+    np.testing.assert_allclose(probe.masses, np.bincount(parent, top.masses), rtol=1e-12)
+    means = np.stack([np.bincount(parent, top.masses * top.centroids[:, k])
+                      for k in range(2)], 1) / probe.masses[:, None]
+    np.testing.assert_allclose(probe.centroids, means, rtol=1e-12)
+    assert prepare_exact(X[:800]).probe is None  # the coarsest level is the points
+
+
+@pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
+def test_few_atoms_start_at_the_probe_level_and_may_end_there(metric, monkeypatch):
+    # fewer atoms (about 170) than the coarsest level's blocks (about 1000): every
+    # replicate's first LP is on the probe level (about 250 blocks).  On a curve in
+    # d = 10 at rtol = 0.02 every replicate ends there: its lower end is the c-transform
+    # over all points of that coarse level's duals, taken once their dual value meets
+    # rtol.  Either way POT's value is inside the pair.
+    rows = []
+    for name in ("solve_dense", "solve_arcs"):
+        solve = getattr(exact_w1.lp, name)
+        monkeypatch.setattr(exact_w1.lp, name,
+                            lambda a, *rest, solve=solve: rows.append(len(a)) or solve(a, *rest))
+    X = closed_curve(3000, 10)
+    out = js.release_batch(0, js.PrunedPMM(), X, eps=[1.0], seeds=3)
+    data = prepare_exact(X)
+    assert (np.asarray(out.weights) > 0).sum(-1).max() < data.levels[0].size
+    check_pair(X, out, metric)
+    assert rows.count(data.probe.size) >= 3 and set(rows) <= {
+        data.probe.size, data.levels[0].size, data.n}
+    rows.clear()
+    check_pair(X, out, metric, rtol=0.02)
+    assert rows == [data.probe.size] * 3
+
+
 @pytest.mark.parametrize("data, metric, dense_arcs", [
     ("uniform", "linf", exact_w1.DENSE_ARCS), ("spiral", "l2", 0),
     pytest.param("uniform", "linf", 0, marks=pytest.mark.slow),

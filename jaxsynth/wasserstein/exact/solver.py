@@ -10,9 +10,10 @@ end is a dual value certified by the c-transform over all atoms
 levels of Morton blocks (``levels.prepare_exact``; a measure of fewer atoms than the
 coarsest level has blocks starts at the probe level above it, ``levels.probed``; a
 coarsest level of at most ``DENSE_ARCS`` block-atom pairs is solved densely, so small
-data take the full LP at once; any level whose dual value meets rtol may end there), each round's restricted LP restarted from the replicate's own previous basis
-and a level's first LP from the level above's tree refined (``lp.solve_arcs``), the
-points solved by regions on large data; levels with too few blocks for the measure's
+data take the full LP at once; any level whose dual value meets rtol may end there),
+each round's restricted LP restarted from the replicate's own previous basis and a
+level's first LP from the level above's tree refined (``lp.solve_arcs``), the points
+solved by regions on large data; levels with too few blocks for the measure's
 many atoms are solved against groups of atoms, as a guide only.  A pair wider than
 ``rtol`` warns and is still certified.
 

@@ -136,8 +136,7 @@ def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     check_pair(X, out, metric)
     data = prepare_exact(X)
     p, _ = canonical_atoms(np.asarray(out.points[0, 0]), np.asarray(out.weights[0, 0]))
-    coarsest = data.probe if levels.probed(data.levels[0].size, data.n, len(p)) \
-        else data.levels[0]
+    coarsest = data.levels_for(len(p))[0]
     atoms = p[levels.morton_order(p)].astype(np.float32).astype(np.float64)
     (_, rows, cols), = [call for call in first if call[0] == coarsest.size]
     cost = certificate.cost_matrix(coarsest.centroids, atoms, metric)  # [blocks, atoms]
@@ -162,8 +161,8 @@ def closed_curve(n: int, d: int, seed: int = 1) -> np.ndarray:
 
 
 def test_the_probe_level_is_the_coarsest_blocks_merged():
-    X = js.datasets.load("two_moons", n=5000, key=4)
-    data = prepare_exact(X)
+    X = js.datasets.load("two_moons", n=10000, key=4)
+    data = prepare_exact(X)  # 1024 blocks, 8192, the points
     probe, top = data.probe, data.levels[0]
     assert probe.size == -(-top.size // levels.PROBE)
     assert np.isin(probe.starts, top.starts).all()  # nested: unions of coarsest blocks
@@ -172,12 +171,14 @@ def test_the_probe_level_is_the_coarsest_blocks_merged():
     means = np.stack([np.bincount(parent, top.masses * top.centroids[:, k])
                       for k in range(2)], 1) / probe.masses[:, None]
     np.testing.assert_allclose(probe.centroids, means, rtol=1e-12)
-    assert prepare_exact(X[:800]).probe is None  # the coarsest level is the points
+    assert data.levels_for(top.size - 1) == (probe, *data.levels)
+    assert data.levels_for(top.size) is data.levels
+    assert prepare_exact(X[:5000]).probe is None  # two levels: 1024 blocks, the points
 
 
 @pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_few_atoms_start_at_the_probe_level_and_may_end_there(metric, monkeypatch):
-    # fewer atoms (about 170) than the coarsest level's blocks (about 1000): every
+    # fewer atoms (about 250) than the coarsest level's blocks (about 1000): every
     # replicate's first LP is on the probe level (about 250 blocks).  On a curve in
     # d = 10 at rtol = 0.02 every replicate ends there: its lower end is the c-transform
     # over all points of that coarse level's duals, taken once their dual value meets
@@ -187,13 +188,13 @@ def test_few_atoms_start_at_the_probe_level_and_may_end_there(metric, monkeypatc
         solve = getattr(exact_w1.lp, name)
         monkeypatch.setattr(exact_w1.lp, name,
                             lambda a, *rest, solve=solve: rows.append(len(a)) or solve(a, *rest))
-    X = closed_curve(3000, 10)
+    X = closed_curve(10000, 10)
     out = js.release_batch(0, js.PrunedPMM(), X, eps=[1.0], seeds=3)
     data = prepare_exact(X)
     assert (np.asarray(out.weights) > 0).sum(-1).max() < data.levels[0].size
     check_pair(X, out, metric)
-    assert rows.count(data.probe.size) >= 3 and set(rows) <= {
-        data.probe.size, data.levels[0].size, data.n}
+    assert rows.count(data.probe.size) >= 3
+    assert set(rows) <= {data.probe.size, *(level.size for level in data.levels)}
     rows.clear()
     check_pair(X, out, metric, rtol=0.02)
     assert rows == [data.probe.size] * 3

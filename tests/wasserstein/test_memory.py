@@ -109,7 +109,8 @@ EXACT = textwrap.dedent("""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the high-water mark
     w1_exact(data, points[1:], weights[1:], workers=1)
-    model = exact_memory(data.n, int((weights[1] > 0).sum()), data.levels[0].size)
+    m = int((weights[1] > 0).sum())
+    model = exact_memory(data.n, m, data.levels_for(m)[0].size)
     print(status("VmHWM") - before, model)
 """)
 

@@ -20,8 +20,8 @@ from jaxsynth.wasserstein.ctransform import pass_chunks
 from jaxsynth.wasserstein.exact.certificate import arc_cost_sums
 
 __all__ = ["DEFAULT_CLUSTERS", "ExactData", "Level", "adapted_level", "inherited_arcs",
-           "mean_costs", "morton_order", "northwest_arcs", "prepare_exact", "probed",
-           "pushed", "unique_arcs"]
+           "mean_costs", "morton_order", "northwest_arcs", "prepare_exact", "pushed",
+           "unique_arcs"]
 
 DEFAULT_CLUSTERS = 1024
 """Morton blocks of the coarsest level."""
@@ -122,7 +122,7 @@ class ExactData:
         that holds both of two consecutive points (``_parting_depths``).
       probe: the coarsest level's blocks merged ``PROBE`` at a time (a level above it,
         nested), solved first for a measure of fewer atoms than the coarsest level has
-        blocks (``solver``); ``None`` where the coarsest level is the points.
+        blocks (``levels_for``); ``None`` with fewer than three levels.
 
     Examples:
       >>> import jaxsynth as js
@@ -144,6 +144,18 @@ class ExactData:
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    def levels_for(self, m: float) -> tuple:
+        """The levels a measure of ``m`` atoms is solved on: ``probe`` first for fewer atoms
+        than the coarsest level has blocks.  Such a coarsest level resolves more than rtol
+        needs on data of low intrinsic dimension, or at a large W1 (small ε), and its dense
+        LP is a large part of a replicate.  Data of two levels have no probe: there the
+        coarsest level is the last above the points, whose duals give the lower end at
+        once, often within rtol with no network simplex (whose compile a new
+        environment's first call would wait for: ``docs/theory/exact-w1.md``)."""
+        if self.probe is not None and m < self.levels[0].size:
+            return (self.probe, *self.levels)
+        return self.levels
 
 
 def _level(X_sorted: np.ndarray, starts: np.ndarray) -> Level:
@@ -187,17 +199,8 @@ def prepare_exact(X: np.ndarray, clusters: int = DEFAULT_CLUSTERS) -> ExactData:
         starts.append(np.arange(n + 1) if q == n else _snapped(
             parting, (np.arange(1, q) * n) // q, int(SNAP * n / q), starts[-1]))
     top = starts[1]
-    probe = None if len(starts) == 2 else _level(X[order], np.r_[top[:-1:PROBE], top[-1]])
+    probe = _level(X[order], np.r_[top[:-1:PROBE], top[-1]]) if len(starts) > 3 else None
     return ExactData(X, order, tuple(_level(X[order], s) for s in starts[1:]), parting, probe)
-
-
-def probed(coarsest: int, n: int, m: int) -> bool:
-    """Whether a measure of ``m`` atoms is solved from the probe level (``ExactData.probe``)
-    of data of ``n`` points whose coarsest level has ``coarsest`` blocks: fewer atoms than
-    blocks, above the points.  A coarsest level with more blocks than atoms resolves more
-    than rtol needs on data of low intrinsic dimension, or at a large W1 (small ε), and
-    its dense LP is a large part of a replicate (``docs/theory/exact-w1.md``)."""
-    return m < coarsest < n
 
 
 def inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray:

@@ -8,7 +8,7 @@ end is a dual value certified by the c-transform over all atoms
 (``certificate.coupling_upper``).  Routes by size: d = 1, the exact formula
 (``exact1d.line_w1``); otherwise multiscale column generation over the data's
 levels of Morton blocks (``levels.prepare_exact``; a measure of fewer atoms than the
-coarsest level has blocks starts at the probe level above it, ``levels.probed``; a
+coarsest level has blocks starts at the probe level above it, ``ExactData.levels_for``; a
 coarsest level of at most ``DENSE_ARCS`` block-atom pairs is solved densely, so small
 data take the full LP at once; any level whose dual value meets rtol may end there),
 each round's restricted LP restarted from the replicate's own previous basis and a
@@ -600,8 +600,8 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
                         w / w.sum())
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
-    if levels.probed(data.levels[0].size, n, m):  # few atoms: a coarser start
-        data = dataclasses.replace(data, levels=(data.probe, *data.levels))
+    if data.levels_for(m) is not data.levels:  # few atoms: the probe level first
+        data = dataclasses.replace(data, levels=data.levels_for(m))
     rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes, threads)
     pair, last = Pair(0.0, diam), None
     first = _first_level(data, m)

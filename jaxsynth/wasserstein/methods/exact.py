@@ -93,8 +93,8 @@ class Exact(W1Method):
         return prepare_exact(data_points(X), self.clusters or DEFAULT_CLUSTERS)
 
     def bytes_per_replicate(self, state, atom_bytes):
-        return exact_memory(state.n, atom_count(atom_bytes, state.X.shape[1]),
-                            state.levels[0].size)
+        m = atom_count(atom_bytes, state.X.shape[1])
+        return exact_memory(state.n, m, state.levels_for(m)[0].size)
 
     def evaluate(self, state, batch, metric):
         points, weights = np.asarray(batch.points), np.asarray(batch.weights)
@@ -106,18 +106,16 @@ def solver_threads(data: ExactData, m: int) -> int | None:
     """Replicates of ``m`` atom slots the solver may hold at once within
     ``validate.memory_limit()`` under ``exact_memory``, or ``None`` when its default pool
     (``THREADS_PER_CORE`` per core) fits."""
-    fit = int(memory_limit() // exact_memory(data.n, m, data.levels[0].size))
+    fit = int(memory_limit() // exact_memory(data.n, m, data.levels_for(m)[0].size))
     return None if fit >= THREADS_PER_CORE * (os.cpu_count() or 1) else max(1, fit)
 
 
-def exact_memory(n: int, m: float, coarsest: int) -> float:
+def exact_memory(n: int, m: float, first: int) -> float:
     """The exact solver's memory model: bytes one replicate holds at its peak, for ``n``
-    data points, ``m`` atoms and ``coarsest`` blocks at the coarsest level (beyond the
-    ``ExactData`` every replicate shares): its largest LP's arcs (or the dense coarsest
-    level's pairs: the probe level's for few atoms), its point-sized arrays and its
+    data points, ``m`` atoms and ``first`` blocks at the first level it solves
+    (``ExactData.levels_for``; beyond the ``ExactData`` every replicate shares): its
+    largest LP's arcs (or the dense first level's pairs), its point-sized arrays and its
     atoms' (``tests/wasserstein/test_memory.py`` checks it against the measured peak)."""
-    if levels.probed(coarsest, n, m):  # the dense LP is the probe level's
-        coarsest = -(-coarsest // levels.PROBE)
     largest_lp = POINT_BYTES * min(n, levels.MAX_LP_BLOCKS)
-    dense = DENSE_ARC_BYTES * coarsest * m if coarsest * m <= DENSE_ARCS else 0.0
+    dense = DENSE_ARC_BYTES * first * m if first * m <= DENSE_ARCS else 0.0
     return max(largest_lp, dense) + DATA_BYTES * n + ATOM_BYTES * m

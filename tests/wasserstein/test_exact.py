@@ -186,17 +186,24 @@ def recorded_lp_rows(monkeypatch) -> list:
     return rows
 
 
+def curve_release(n: int, clusters: int):
+    """A closed curve in d = 3, two Pruned-PMM releases of it, its levels of ``clusters``
+    coarsest blocks (three levels) and each release's atom count."""
+    X = closed_curve(n, 3)
+    out = js.release_batch(0, js.PrunedPMM(), X, eps=[1.0], seeds=2)
+    data = prepare_exact(X, clusters=clusters)
+    assert len(data.levels) == 3
+    return X, out, data, (np.asarray(out.weights) > 0).sum(-1).ravel()
+
+
 @pytest.mark.parametrize("metric", ["linf", pytest.param("l2", marks=pytest.mark.slow)])
 def test_few_atoms_start_at_the_probe_level(metric, monkeypatch):
     # 3000 points in levels of 256 blocks, about 2100 and the points (clusters=256), and
     # fewer atoms (about 180) than 256: every replicate's first LP is on the probe level
     # (64 blocks), and POT's value is inside the pair
     rows = recorded_lp_rows(monkeypatch)
-    X = closed_curve(3000, 3)
-    out = js.release_batch(0, js.PrunedPMM(), X, eps=[1.0], seeds=2)
-    data = prepare_exact(X, clusters=256)
-    assert len(data.levels) == 3
-    assert (np.asarray(out.weights) > 0).sum(-1).max() < data.levels[0].size
+    X, out, data, atoms = curve_release(3000, 256)
+    assert atoms.max() < data.levels[0].size
     check_pair(X, out, metric, clusters=256)
     assert rows.count(data.probe.size) >= 2
     assert set(rows) <= {data.probe.size, *(level.size for level in data.levels)}
@@ -209,11 +216,8 @@ def test_the_coarsest_level_ends_once_its_pair_meets_rtol(metric, monkeypatch):
     # lower end is the c-transform over all points of that level's duals, taken once
     # their dual value meets rtol, and POT's value is inside the pair
     rows = recorded_lp_rows(monkeypatch)
-    X = closed_curve(800, 3)
-    out = js.release_batch(0, js.PrunedPMM(), X, eps=[1.0], seeds=2)
-    data = prepare_exact(X, clusters=64)
-    atoms = (np.asarray(out.weights) > 0).sum(-1).ravel()
-    assert len(data.levels) == 3 and atoms.min() >= data.levels[0].size  # no probe
+    X, out, data, atoms = curve_release(800, 64)
+    assert atoms.min() >= data.levels[0].size  # no probe
     check_pair(X, out, metric, rtol=0.05, clusters=64)
     assert rows == [data.levels[0].size] * 2
 

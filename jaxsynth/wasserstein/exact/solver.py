@@ -329,8 +329,7 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     if coarsest and level.size * m <= DENSE_ARCS:
         solution = _lp(rep, lp.solve_dense, level.masses, w,
                        cost_matrix(level.centroids, rep.atoms, rep.metric))
-        pair = pair.tightened(upper=_upper(rep, level, solution[:3]))
-        pair = _leave(rep, index, pair, solution.v, _value(rep, level, solution.u, solution.v))
+        pair = _leave_optimum(rep, index, pair, level, solution[:3], solution.u, solution.v)
         return pair, Solved(level, solution[:3], solution.u, solution.v)
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
     guided = not coarsest and last.plan is None  # below levels of groups of atoms
@@ -386,9 +385,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         if len(grown) == len(arcs):  # the level's LP is solved
             break
         arcs = grown
-    if coarsest:  # certified at its optimum, whose value the duals give
-        pair = _leave(rep, index, pair.tightened(upper=_upper(rep, level, plan)), v,
-                      _value(rep, level, u, v))
+    if coarsest:
+        pair = _leave_optimum(rep, index, pair, level, plan, u, v)
     elif not finest:  # (the points' own rounds took their lower end)
         pair = _leave(rep, index, pair, v)
     return pair, Solved(level, plan, u, v, solution.basis)
@@ -481,6 +479,14 @@ def _leave(rep: Replicate, index: int, pair: Pair, v, value: float = -np.inf) ->
     if index + 2 >= len(rep.data.levels):
         return pair.tightened(lower=_lower_end(rep, v)[0])
     return _lower_if_near(rep, pair, v, value)
+
+
+def _leave_optimum(rep: Replicate, index: int, pair: Pair, level: Level, plan, u, v) -> Pair:
+    """``_leave`` for a level solved to its optimum (the coarsest): the pair tightened with
+    its plan's upper end, and the lower end of its duals if they are the last above the
+    points or their dual value, the LP's, meets rtol."""
+    pair = pair.tightened(upper=_upper(rep, level, plan))
+    return _leave(rep, index, pair, v, _value(rep, level, u, v))
 
 
 def _solve_regions(rep: Replicate, pair: Pair, last: Solved) -> Pair:
@@ -600,8 +606,9 @@ def _replicate(data: ExactData, points, weights, metric, rtol, times, passes, th
                         w / w.sum())
         err = (n + m + 1) * 2.0**-50
         return max(0.0, value - err), min(diam, value + err)
-    if data.levels_for(m) is not data.levels:  # few atoms: the probe level first
-        data = dataclasses.replace(data, levels=data.levels_for(m))
+    solved = data.levels_for(m)  # few atoms: the probe level first
+    if solved is not data.levels:
+        data = dataclasses.replace(data, levels=solved)
     rep = _replicate_inputs(data, points, weights, metric, rtol, times, passes, threads)
     pair, last = Pair(0.0, diam), None
     first = _first_level(data, m)

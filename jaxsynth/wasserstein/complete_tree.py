@@ -126,10 +126,37 @@ def _cell(x, scale):
 
 
 @helper
-def _coarser(level, d, resolution, out):
-    """``out[c]``: the bisections of coordinate ``c`` below ``level`` (of ``resolution``)."""
+def _slot_of_bits(point, scale, resolution, coarser, d):
+    """The planar slot of ``point``'s cell cut to its level (``coarser`` bisections below
+    it): slot bit ``t = k d + c`` is coordinate ``c``'s ``k``-th bisection."""
+    slot = 0
     for c in range(d):
-        out[c] = resolution[c] - (level - c + d - 1) // d  # partition.coordinate_resolution
+        bits = resolution[c] - coarser[c]
+        coarse = _cell(point[c], scale[c]) >> coarser[c]
+        for k in range(bits):
+            slot |= ((coarse >> (bits - 1 - k)) & 1) << (k * d + c)
+    return slot
+
+
+@helper
+def _fold(mass, r, gap):
+    """``gap[j] = Σ_k |mass[k]|`` over level ``j``'s slots, ``r ≥ j ≥ 1``, folding each
+    slot's two children into it (``mass[:2^r]`` the level-``r`` signed differences, left
+    holding the root's).  Four running sums, two slots a step, so that the additions do
+    not wait on each other as one sum's chain does (the order is fixed, so is the value)."""
+    for j in range(r, 0, -1):
+        half = 2 ** (j - 1)
+        a0 = a1 = b0 = b1 = 0.0
+        k = 0
+        while k + 2 <= half:
+            x0, x1, y0, y1 = mass[k], mass[k + 1], mass[k + half], mass[k + half + 1]
+            a0, a1, b0, b1 = a0 + abs(x0), a1 + abs(x1), b0 + abs(y0), b1 + abs(y1)
+            mass[k], mass[k + 1] = x0 + y0, x1 + y1
+            k += 2
+        if k < half:  # the root's level: one slot
+            a0, b0 = a0 + abs(mass[k]), b0 + abs(mass[k + half])
+            mass[k] += mass[k + half]
+        gap[j] = (a0 + a1) + (b0 + b1)
 
 
 @kernel
@@ -137,63 +164,54 @@ def _levels(heap, grid, points, weights, leaf_depth, gap, top, ok):
     """``complete_levels`` of a run of replicates: ``gap`` [B, depth + 1], each one's
     depth ``top`` [B] and whether it is balanced, ``ok`` [B] (else its ``gap`` is 0).
 
-    Per replicate, one pass over its atoms: their depth (``r`` when balanced), total
-    weight, and each one's weight summed into its slot (atom ``i`` in slot ``i mod 2^r``
-    when its cell is that slot's, ``grid``'s level-``depth`` cell cut to ``r``; else the
-    slot of its cell's bits).  Then per level, from ``r`` up, the data masses minus the
-    atoms': the sum of ``|diff|`` and the fold of each slot's two children."""
+    Per replicate, one pass over its weights and depths: the positive atoms' depth
+    (``r`` when balanced), total weight and places.  Then each positive atom's weight
+    summed into its slot (atom ``i`` in slot ``i mod 2^r`` when its cell is that slot's,
+    ``grid``'s level-``depth`` cell cut to ``r``; else the slot of its cell's bits), and
+    per level, from ``r`` up, the data masses minus the atoms' (``_fold``)."""
     batch, size, d = points.shape
     depth = gap.shape[1] - 1
     width = min(size, 2**depth)
     mass = np.zeros(2**depth)  # the atoms' weights per slot, then the signed differences
+    kept = np.empty(size, np.int64)  # a replicate's positive atoms
     resolution = np.empty(d, np.int32)  # partition.coordinate_resolution(depth)
     scale = np.empty(d, np.float32)
-    coarser = np.empty(d, np.int32)  # the bisections below an atom's level
+    coarser = np.empty(d, np.int32)  # the bisections below the atoms' level
     for c in range(d):
         resolution[c] = (depth - c + d - 1) // d
         scale[c] = 2.0 ** resolution[c]
     for b in range(batch):
         r, low, total = -1, depth + 1, 0.0  # positive atoms' depths
         outer, inner = -1, depth + 1  # zero-weight atoms' depths other than the root's
-        level = -1
+        count = 0
         for i in range(size):
             w, atom_level = weights[b, i], leaf_depth[b, i]
-            if w <= 0:
-                if atom_level != 0:
-                    outer, inner = max(outer, atom_level), min(inner, atom_level)
-                continue
-            r, low, total = max(r, atom_level), min(low, atom_level), total + np.float64(w)
-            if atom_level != level:
-                level = min(atom_level, depth)
-                _coarser(level, d, resolution, coarser)
+            kept[count] = i  # kept only if positive (a store, not a branch)
+            if w > 0:
+                r, low, total = max(r, atom_level), min(low, atom_level), total + np.float64(w)
+                count += 1
+            elif atom_level != 0:
+                outer, inner = max(outer, atom_level), min(inner, atom_level)
+        top[b] = r
+        ok[b] = 0 <= low == r and (outer < 0 or inner == outer == r)
+        gap[b, :] = 0.0
+        if not ok[b]:
+            continue
+        level = min(r, depth)
+        for c in range(d):
+            coarser[c] = resolution[c] - (level - c + d - 1) // d  # coordinate_resolution
+        for k in range(count):  # the atoms' reads, in order and free of branches' stalls
+            i = kept[k]
             placed = i < width
             for c in range(d):
                 if placed and (_cell(points[b, i, c], scale[c]) >> coarser[c]
                                != grid[i, c] >> coarser[c]):
                     placed = False
-            slot = i & ((1 << level) - 1)
-            if not placed:  # slot bit t = k d + c: coordinate c's k-th bisection
-                slot = 0
-                for c in range(d):
-                    bits = resolution[c] - coarser[c]
-                    coarse = _cell(points[b, i, c], scale[c]) >> coarser[c]
-                    for k in range(bits):
-                        slot |= ((coarse >> (bits - 1 - k)) & 1) << (k * d + c)
-            mass[slot] += np.float64(w)
-        top[b] = r
-        ok[b] = 0 <= low == r and (outer < 0 or inner == outer == r)
-        gap[b, :] = 0.0
-        if not ok[b]:
-            mass[:] = 0.0
-            continue
+            slot = i & ((1 << level) - 1) if placed else _slot_of_bits(
+                points[b, i], scale, resolution, coarser, d)
+            mass[slot] += np.float64(weights[b, i])
         cells = 2**r
         for k in range(cells):
             mass[k] = heap[cells + k] - mass[k] / total
-        for j in range(r, 0, -1):
-            half, lower, upper = 2 ** (j - 1), 0.0, 0.0
-            for k in range(half):
-                lower += abs(mass[k])
-                upper += abs(mass[k + half])
-                mass[k] += mass[k + half]
-            gap[b, j] = lower + upper
+        _fold(mass, r, gap[b])
         mass[:cells] = 0.0

@@ -222,6 +222,34 @@ def test_the_coarsest_level_ends_once_its_pair_meets_rtol(metric, monkeypatch):
     assert rows == [data.levels[0].size] * 2
 
 
+def test_a_level_whose_upper_end_still_falls_takes_one_round_before_the_regions(monkeypatch):
+    # 2000 uniform points in d = 3 in levels of 16 blocks, about 257 and the points (150
+    # atoms, uniform too), the
+    # points solved by regions (MAX_LP_BLOCKS = 256, regions of about 128 points): the
+    # upper end of the level of 257 blocks falls by more than UPPER_FALL from the
+    # coarsest level's, so it takes one round (with the rule off, more), and POT's value
+    # is inside the pair (blocks this small leave it wider than rtol: not asserted)
+    monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 256)
+    monkeypatch.setattr(exact_w1, "REGION", 128)
+    rng = np.random.default_rng(0)
+    X = rng.random((2000, 3))
+    out = measure(rng.random((2, 150, 3)), rng.random((2, 150)))
+    data = prepare_exact(X, clusters=16)
+    by_regions = data.levels[1].size
+    assert len(data.levels) == 3 and data.n > 256
+    exact = truth(X, out.points, out.weights, "linf")
+    counts = []
+    for fall in (exact_w1.UPPER_FALL, 1.0):  # the rule, then the rule off
+        monkeypatch.setattr(exact_w1, "UPPER_FALL", fall)
+        rows = recorded_lp_rows(monkeypatch)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lower, upper = js.w1(data, out, method="exact")
+        assert np.all(lower.ravel() <= exact + TOL) and np.all(exact <= upper.ravel() + TOL)
+        counts.append(rows.count(by_regions))
+    assert counts[0] == 2 < counts[1]  # one LP a replicate
+
+
 @pytest.mark.parametrize("data, metric, dense_arcs", [
     ("uniform", "linf", exact_w1.DENSE_ARCS), ("spiral", "l2", 0),
     pytest.param("uniform", "linf", 0, marks=pytest.mark.slow),

@@ -117,6 +117,12 @@ the plan-adapted level) take it from its plan and duals: its later rounds each t
 long as its first and more (their restarts pivoted ever more, the dual value still
 rising), where the regions met rtol from the first round's.  Above a level solved as one
 LP it keeps its rounds (with one, that level's took twice the time)."""
+UPPER_FALL = 0.3
+"""The last level above points solved by regions takes one round when its first upper
+end is more than ``UPPER_FALL`` below that of the levels above: an upper end that still
+falls that fast with the blocks' size is held up by them, which the regions lower next,
+and the level's later rounds would only refine the duals that guide the regions (where
+such a level meets rtol by itself, its upper end has nearly settled)."""
 STALL = 1.0
 """A level above the points is left once a round raises its dual value by less than
 ``STALL · rtol · upper``: its blocks limit the upper end, and a finer level is cheaper
@@ -354,6 +360,7 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     previous = -np.inf
     by_regions = index + 2 == len(data.levels) and data.levels[-1].size > levels.MAX_LP_BLOCKS
     rounds = GUIDED_ROUNDS if guided and by_regions and not rep.grouped else MAX_ROUNDS
+    above = pair.upper  # the upper end of the levels above
     for _ in range(rounds):
         r, c = np.divmod(arcs, m)
         solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
@@ -376,6 +383,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
                 break
             if value - previous < STALL * rtol * pair.upper:
                 break  # stalled: refine
+            if by_regions and pair.upper < (1 - UPPER_FALL) * above:
+                break  # the blocks hold the upper end: the regions lower it
             previous = value
         # column generation: the best arcs of every block whose dual constraint fails
         violating = np.flatnonzero(fmin < u - 1e-12)

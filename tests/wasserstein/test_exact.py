@@ -223,12 +223,12 @@ def test_the_coarsest_level_ends_once_its_pair_meets_rtol(metric, monkeypatch):
 
 
 def test_a_level_whose_upper_end_still_falls_takes_one_round_before_the_regions(monkeypatch):
-    # 2000 uniform points in d = 3 in levels of 16 blocks, about 257 and the points (150
-    # atoms, uniform too), the
-    # points solved by regions (MAX_LP_BLOCKS = 256, regions of about 128 points): the
-    # upper end of the level of 257 blocks falls by more than UPPER_FALL from the
-    # coarsest level's, so it takes one round (with the rule off, more), and POT's value
-    # is inside the pair (blocks this small leave it wider than rtol: not asserted)
+    # 2000 uniform points in d = 3 (150 uniform atoms) in levels of 16 blocks, about 257
+    # and the points, which go by regions (MAX_LP_BLOCKS = 256, regions of about 128
+    # points): the upper end of the level of 257 blocks falls by more than UPPER_FALL
+    # from the coarsest level's, so it takes one round (with the rule off, more), and
+    # POT's value is inside the pair (blocks this small leave it wider than rtol: not
+    # asserted)
     monkeypatch.setattr(levels, "MAX_LP_BLOCKS", 256)
     monkeypatch.setattr(exact_w1, "REGION", 128)
     rng = np.random.default_rng(0)

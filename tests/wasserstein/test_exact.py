@@ -238,10 +238,10 @@ def test_a_level_whose_upper_end_still_falls_takes_one_round_before_the_regions(
     by_regions = data.levels[1].size
     assert len(data.levels) == 3 and data.n > 256
     exact = truth(X, out.points, out.weights, "linf")
-    counts = []
+    rows, counts = recorded_lp_rows(monkeypatch), []
     for fall in (exact_w1.UPPER_FALL, 1.0):  # the rule, then the rule off
         monkeypatch.setattr(exact_w1, "UPPER_FALL", fall)
-        rows = recorded_lp_rows(monkeypatch)
+        rows.clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             lower, upper = js.w1(data, out, method="exact")

@@ -151,9 +151,9 @@ def main(argv=None) -> int:
         "every atom (release_batch alone: " + ", ".join(
             f"{k} {v:.2f} ms per replicate" for k, v in release.items()) + ") and then "
         "measures them: the PMM family's balanced trees on the complete grid of cells "
-        "(on the host, one pass over the atoms, no sort), PrivTree's over its atoms' cells "
-        "on the device (a sort of the atoms, a binary search into the data, a pass per "
-        "level over the atoms).",
+        "(on the host, one pass over the atoms, no sort), PrivTree's over its atoms' cells, "
+        "also on the host (a sort of the atoms, a binary search into the data, one walk "
+        "over them). A release without diagnostics skips the kernels' level statistics.",
         "w1(levels=) reads the release's diagnostics: the sweep's numbers bit for bit. The "
         "atoms' route agrees with it to float32 rounding (max_rel_diff_to_simulate). The "
         "exact method's pairs are the sweep's bit for bit; its solve dominates both paths, "

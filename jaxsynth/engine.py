@@ -109,12 +109,14 @@ class Plan:
     finish: Callable | None = None
     fitted_width: bool = False
 
-    def fields(self, atoms: bool) -> tuple:
-        """Kernel outputs to keep: scalars, info and diagnostics, plus the atoms if asked."""
+    def fields(self, atoms: bool, diagnostics: bool = True) -> tuple:
+        """Kernel outputs to keep: scalars and info, plus the diagnostics and the atoms if
+        asked (XLA then drops the work of the outputs not kept)."""
         extra = ATOMS + self.atom_fields if atoms else ()
+        kept = self.diagnostic_fields if diagnostics else ()
         overflow = ("overflow",) if self.retry is not None else ()
         needed = ("needed",) if self.shrink is not None else ()
-        return SCALARS + self.info_fields + self.diagnostic_fields + overflow + needed + extra
+        return SCALARS + self.info_fields + kept + overflow + needed + extra
 
 
 @exported_jit(static_argnames=("kernel", "static", "fields"))
@@ -263,15 +265,16 @@ def _padded_params(params: dict) -> dict:
     return {k: pad(v) for k, v in params.items()}
 
 
-def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None,
-        devices=None, chunk: int | None = None, reduce: Callable | None = None,
-        host: bool = False) -> dict:
+def run(plan: Plan, keys, *, atoms: bool = True, diagnostics: bool = True,
+        memory_bytes: int | None = None, devices=None, chunk: int | None = None,
+        reduce: Callable | None = None, host: bool = False) -> dict:
     """Release every (ε, key) replicate of ``plan``.
 
     Args:
       plan: the mechanism's plan.
       keys: [S, 2] raw replicate keys (``keys.replicate_keys``).
       atoms: keep the released atoms (``False``: scalars and diagnostics only).
+      diagnostics: keep the plan's ``diagnostic_fields`` (NOT private).
       memory_bytes: working memory of one chunk (default: ``device_memory()``).
       devices: devices to shard each chunk over (default: the default device).
       chunk: replicates per chunk (default: ``chunk_size`` of the grid).
@@ -300,7 +303,7 @@ def run(plan: Plan, keys, *, atoms: bool = True, memory_bytes: int | None = None
             for i in chunk_rows(total, size)
         ])[:total]
         order = np.argsort(costs, kind="stable")
-    fields = plan.fields(atoms)
+    fields = plan.fields(atoms, diagnostics)
     runner = functools.partial(_run_grid, plan, fields=fields, params=params, devices=devices,
                                reduce=reduce, host=host)
     parts = _run_shrinking(plan, runner, grid_keys[order], grid_eps[order], size)
@@ -433,7 +436,7 @@ def _capacity_is_safe(plan: Plan) -> bool:
 def release(plan: Plan, keys, memory_bytes: int | None = None, diagnostics: bool = False):
     """Run ``plan`` for ``keys`` [S, 2] and return the [E, S] ``SyntheticMeasure``; with
     ``diagnostics``, the pair ``(measure, NotPrivateDiagnostics)``."""
-    out = run(plan, keys, atoms=True, memory_bytes=memory_bytes)
+    out = run(plan, keys, atoms=True, diagnostics=diagnostics, memory_bytes=memory_bytes)
     result = measure(plan, out)
     return (result, not_private_diagnostics(plan, out)) if diagnostics else result
 

@@ -13,13 +13,16 @@ ott-jax's ``utils.batched_vmap``).
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 from typing import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["capacity_bucket", "chunk_rows", "chunked", "device_memory", "fitting_batch"]
+__all__ = ["capacity_bucket", "chunk_rows", "chunked", "device_memory", "fitting_batch",
+           "on_cores"]
 
 DEFAULT_MEMORY_BYTES = 2 * 2**30
 """Working memory of one chunk on a CPU (2 GiB); on accelerators, a share of the device's."""
@@ -79,6 +82,19 @@ def chunked(fn: Callable, arrays, size: int):
         arrays = [_pad_rows(a, extra) for a in arrays]
     outs = [fn(*(a[start:start + rows] for a in arrays)) for start in range(0, total, rows)]
     return jax.tree_util.tree_map(lambda *xs: _library(xs[0]).concatenate(xs)[:total], *outs)
+
+
+def on_cores(batch: int, run: Callable[[int, int], None]) -> None:
+    """``run(lo, hi)`` over contiguous pieces of ``range(batch)``, one per core, each on
+    its own thread (for host kernels that release the GIL; in the caller's thread when
+    there is one piece)."""
+    pieces = np.linspace(0, batch, min(batch, os.cpu_count() or 1) + 1).astype(np.int64)
+    if len(pieces) <= 2:
+        if batch:
+            run(0, batch)
+        return
+    with concurrent.futures.ThreadPoolExecutor(len(pieces) - 1) as pool:
+        list(pool.map(run, pieces[:-1], pieces[1:]))
 
 
 def _pad_rows(a, extra: int):

@@ -20,13 +20,12 @@ per core.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
-import os
 
 import numpy as np
 
 from jaxsynth.core import partition
+from jaxsynth.core.batching import on_cores
 from jaxsynth.numba_cache import helper, kernel
 
 __all__ = ["balanced", "complete_levels"]
@@ -101,17 +100,11 @@ def complete_levels(counts, points, weights, leaf_depth):
     batch = len(weights)
     gap, top = np.zeros((batch, depth + 1)), np.zeros(batch, np.int32)
     ok = np.zeros(batch, np.bool_)
-    pieces = np.linspace(0, batch, min(batch, os.cpu_count() or 1) + 1).astype(np.int64)
 
-    def run(k):
-        lo, hi = pieces[k], pieces[k + 1]
+    def run(lo, hi):
         _levels(heap, grid, *(a[lo:hi] for a in arrays), gap[lo:hi], top[lo:hi], ok[lo:hi])
 
-    if len(pieces) == 2:
-        run(0)
-    else:
-        with concurrent.futures.ThreadPoolExecutor(len(pieces) - 1) as pool:
-            list(pool.map(run, range(len(pieces) - 1)))
+    on_cores(batch, run)
     if not ok.all():
         return None
     leaf_mass = np.where(np.arange(depth + 1) == top[:, None], 2.0, 0.0)

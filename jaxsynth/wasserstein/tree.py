@@ -12,10 +12,11 @@ upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y))
 release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
 trees (the PMM family) are summed up their complete grid of cells on the host, with no
 sort (``complete_tree``).  Any tree: the data prepared once (``prepare``: sorted Morton
-codes and each code's cell counts at every level); per replicate, on the device, the
-atoms are coded, sorted and placed between their neighbouring data codes by a binary
-search, and each level sums over the atoms' cells only (``O(M log M + M log U +
-M·L)``); the atoms' cells must form an antichain (else ``TreeW1.valid`` is False).
+codes and each code's cell counts at every level); per replicate (unshifted trees of at
+most ``leaf_tree.MAX_DEPTH`` levels on the host, ``leaf_tree``; the others on the
+device, ``_tree_levels``) the atoms are coded, sorted and placed between their
+neighbouring data codes by a binary search, and each level sums over the atoms' cells
+only (``O(M log M + M log U + M·L)``); the atoms' cells must form an antichain (else ``TreeW1.valid`` is False).
 Derivations, leaf rules, lemmas and the upper bound's proof:
 ``docs/theory/w1-methods.md``.
 """
@@ -36,6 +37,7 @@ from jaxsynth.core.batching import capacity_bucket, chunked, device_memory, fitt
 from jaxsynth.core.measure import MAX_BITS_PER_COORDINATE, positive_atoms
 from jaxsynth.core.partition import morton_words_of_sum
 from jaxsynth.core.validate import check_data
+from jaxsynth.wasserstein import leaf_tree
 from jaxsynth.wasserstein.complete_tree import MAX_DEPTH, balanced, complete_levels
 
 __all__ = [
@@ -489,7 +491,8 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
       metric: the ground metric (checked by the router).
       batch_size: replicates per vmapped chunk of the general route (``None``: as many
         as fit ``device_memory()`` under ``bytes_per_replicate``, at most
-        ``DEFAULT_BATCH_SIZE``; balanced trees run on ``complete_tree``'s host kernel);
+        ``DEFAULT_BATCH_SIZE``; unshifted trees run on the host kernels of
+        ``complete_tree`` and ``leaf_tree``);
         the values do not depend on it.
 
     Returns:
@@ -512,7 +515,11 @@ def tree_w1_atoms(data, points, weights, leaf_depth, shift, metric: str,
     if levels is None:
         if not isinstance(data, TreeData):
             data = prepare(data, deepest)
-        levels = _tree_levels(data, points, weights, leaf_depth, shift, metric, batch_size)
+        if shift is None and data.depth <= leaf_tree.MAX_DEPTH:
+            levels = leaf_tree.leaf_levels(data, points, weights, leaf_depth,
+                                           balanced(weights, leaf_depth))
+        else:
+            levels = _tree_levels(data, points, weights, leaf_depth, shift, metric, batch_size)
     gap, leaf, valid = levels
     tree, upper = levels_w1({"level_gap": gap, "leaf_mass": leaf}, d, metric)
     return TreeW1(tree, upper, np.asarray(valid))

@@ -8,6 +8,11 @@ is ``diam(l) - (diam(a) + diam(b))/2`` (0 for the same cell), and ``ot.emd2`` so
 transport exactly in float64.  Tolerance ``RTOL = 1e-5`` relative (``ATOL = 1e-7``): the
 kernel works in float32 on float32 weights, measured error ≤ 3e-7 relative on these cases.
 
+Unshifted trees run on the host kernel (``leaf_tree``; balanced ones of depth at most
+``complete_tree.MAX_DEPTH`` on the complete grid) and shifted ones on the device kernel
+(``tree._tree_levels``); the ``route`` fixture sends unshifted trees to the device kernel
+too, so both face the same references.
+
 Shapes are fixed per dimension (``N_DATA`` points, ``M_ATOMS`` atoms, depth ``DEPTH``) so
 every test of one dimension reuses a single compilation (ℓ∞ and ℓ2 included).
 """
@@ -23,7 +28,7 @@ from jaxsynth.core import partition
 from jaxsynth.core.datatree import DataTree
 from jaxsynth.core.measure import SyntheticMeasure, check_measure
 from jaxsynth.experiments import datasets
-from jaxsynth.wasserstein import TreeData, prepare_w1, w1
+from jaxsynth.wasserstein import TreeData, leaf_tree, prepare_w1, w1
 from jaxsynth.wasserstein import tree as T
 
 RTOL, ATOL = 1e-5, 1e-7
@@ -156,6 +161,40 @@ def stack(replicates):
     return tuple(np.stack(a) for a in zip(*replicates))
 
 
+@pytest.fixture(params=["host", "device"])
+def route(request, monkeypatch):
+    """Unshifted trees of any shape on the host kernel, or (its depth limit lowered below
+    every tree) on the device kernel."""
+    if request.param == "device":
+        monkeypatch.setattr(leaf_tree, "MAX_DEPTH", -1)
+    return request.param
+
+
+def caterpillar_replicate(rng, d, depth):
+    """A tree split ``depth`` times towards the origin: the sibling of every level's cell
+    at the origin is a leaf, and so is the deepest such cell (``depth + 1`` leaves, with
+    atoms at their centres, exact in float32), shuffled, some weights 0, root-padded."""
+    points = []
+    for level in range(1, depth + 1):
+        axis = (level - 1) % d
+        cell = np.zeros(d, np.int64)
+        cell[axis] = 1
+        side = partition.cell_side(level, d)
+        points.append(partition.cell_lower_corner(cell, level) + side / 2)
+    points.append(partition.cell_side(depth, d) / 2)
+    depths = np.append(np.arange(1, depth + 1), depth)
+    perm = rng.permutation(depth + 1)
+    return pad_atoms(np.array(points)[perm], _random_weights(rng, depth + 1), depths[perm],
+                     size=2 * depth + 2)
+
+
+def data_near_origin(rng, d, depth, n=N_DATA):
+    """Points at every scale down to the deepest cells of ``caterpillar_replicate``."""
+    X = rng.random((n, d)) * np.ldexp(1.0, -rng.integers(0, depth // d + 1, (n, 1)))
+    X[0], X[1] = 1.0, 0.0
+    return X
+
+
 # ---------------------------------------------------------------------------- reference
 
 
@@ -237,7 +276,7 @@ def test_morton_words_of_sum_exact():
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
-def test_tree_w1_matches_pot(d):
+def test_tree_w1_matches_pot(d, route):
     """Balanced (PMM-like) and unbalanced (PrivTree-like) trees, both metrics, vs POT."""
     rng = np.random.default_rng(d)
     X = make_data(rng, d)
@@ -349,7 +388,7 @@ def test_dropping_inert_atoms_changes_nothing():
 
 
 @pytest.mark.parametrize("trailing", [True, False])
-def test_unbalanced_trees_lose_only_their_root_padding(trailing, monkeypatch):
+def test_unbalanced_trees_lose_only_their_root_padding(trailing, monkeypatch, route):
     """An unbalanced batch (PrivTree-like, padded far past its leaves) loses the engine's
     root padding before the kernel (cut off where it trails the leaves, as releases pad,
     else gathered out) and keeps its zero-weight leaves: the values equal the brute-force
@@ -402,8 +441,10 @@ def test_in_place_releases_against_pot(metric, monkeypatch):
     check_against_reference(X, make_measure(*stack(reps + [swapped, moved, shuffled])), metric)
 
 
-def test_no_recompile_across_weights_metrics_and_data_sets():
-    """One compilation per shape: new weights, ℓ∞/ℓ2 and another data set reuse it."""
+def test_no_recompile_across_weights_metrics_and_data_sets(monkeypatch):
+    """The device kernel: one compilation per shape; new weights, ℓ∞/ℓ2 and another data
+    set reuse it."""
+    monkeypatch.setattr(leaf_tree, "MAX_DEPTH", -1)
     rng = np.random.default_rng(8)
     kernel = T._chunk_kernel(DEPTH, False)
 
@@ -416,6 +457,56 @@ def test_no_recompile_across_weights_metrics_and_data_sets():
     run("l2")
     run("linf")
     assert kernel._cache_size() == before
+
+
+@pytest.mark.parametrize("d, depth", [(1, 8), (2, 8), (3, 8), (1, 63), (2, 40), (3, 45)])
+def test_host_kernel_is_the_device_kernel(d, depth, monkeypatch):
+    """``leaf_tree`` against ``tree._tree_levels`` on the same batches: unbalanced and
+    balanced trees, zero-weight leaves, root padding, atoms of one cell, nested and
+    uncovered trees, and trees down to ``leaf_tree.MAX_DEPTH`` levels (two code words on
+    the device).  Both give the level statistics of one tree, so the values agree to the
+    device's float32 sums (``RTOL``) and validity exactly; where ``partition.cell_index``
+    resolves the cells (at most 62 digits a coordinate), the values are POT's too."""
+    rng = np.random.default_rng(100 * d + depth)
+    if depth == DEPTH:
+        X = make_data(rng, d)
+        reps = [unbalanced_replicate(rng, d, k) for k in (2, 9, 17, 17)]
+        reps += [balanced_replicate(rng, d, r, m) for r, m in ((DEPTH, 16), (5, 3))]
+        twice = [a.copy() for a in unbalanced_replicate(rng, d, 6)]
+        for a in twice:  # a leaf's atom twice: one cell, half the weight each
+            a[-1] = a[0]
+        twice[1][[0, -1]] = twice[1][0] / 2
+        reps += [twice]
+        cells = [_cell_box(code, level, d) for code, level in ((0, 2), (1, 2), (1, 1))]
+        reps += [pad_atoms(  # two zero-weight atoms of one cell, one next to a deeper atom
+            np.array([[0.01] * d, [0.02] * d] + [lower + side / 2 for lower, side in cells]),
+            np.array([0, 0, 0.25, 0.25, 0.5]), np.array([1, 1, 2, 2, 1])),
+                 pad_atoms(np.array([[0.3] * d, [0.1] * d]), np.array([0.5, 0.5]),
+                           np.array([1, 4])),  # nested
+                 pad_atoms(np.array([[0.25] * d, [0.75] * d]), np.array([0.5, 0.5]),
+                           np.array([2, 3]))]  # data outside every leaf
+    else:
+        X = data_near_origin(rng, d, depth)
+        reps = [caterpillar_replicate(rng, d, depth) for _ in range(4)]
+    out = make_measure(*stack(reps))
+    data = prepare_w1(X, depth, size=len(X))
+    for metric in METRICS:
+        host = tree_w1(data, out, metric)
+        monkeypatch.setattr(leaf_tree, "MAX_DEPTH", -1)
+        device = tree_w1(data, out, metric)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(host.valid, device.valid)
+        valid = np.asarray(host.valid)
+        assert valid.sum() >= 4
+        for field in ("value", "upper"):
+            np.testing.assert_allclose(getattr(host, field)[valid],
+                                       getattr(device, field)[valid], rtol=RTOL, atol=ATOL)
+        if depth // d + 1 <= 62:
+            P, w, lv = (np.asarray(a) for a in (out.points, out.weights, out.leaf_depth))
+            for b in np.flatnonzero(valid):
+                tree, upper, _ = reference(X, P[b], w[b], lv[b], metric, depth=depth)
+                np.testing.assert_allclose(float(host.value[b]), tree, rtol=RTOL, atol=ATOL)
+                np.testing.assert_allclose(float(host.upper[b]), upper, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow
@@ -459,7 +550,7 @@ def test_datatree_and_prepared_inputs_agree():
         np.testing.assert_array_equal(w1(data, balanced, "tree"), plain)
 
 
-def test_malformed_trees_are_rejected():
+def test_malformed_trees_are_rejected(route):
     """Nested positive-weight leaves, or data outside every leaf of an unbalanced tree."""
     rng = np.random.default_rng(12)
     X = make_data(rng, 2)

@@ -329,62 +329,46 @@ def _arcs_of(rows, best, m: int):
 def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     """Level ``index`` by column generation (or densely, a small coarsest level), the
     pair tightened after every round; returns ``(pair, Solved)``."""
-    data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
+    data, m = rep.data, rep.m
     level = data.levels[index]
     coarsest, finest = last is None, index == len(data.levels) - 1
     if coarsest and level.size * m <= DENSE_ARCS:
-        solution = _lp(rep, lp.solve_dense, level.masses, w,
+        solution = _lp(rep, lp.solve_dense, level.masses, rep.w,
                        cost_matrix(level.centroids, rep.atoms, rep.metric))
         pair = _leave_optimum(rep, index, pair, level, solution[:3], solution.u, solution.v)
         return pair, Solved(level, solution[:3], solution.u, solution.v)
     k = min(COARSE_CANDIDATES if coarsest else CANDIDATES, m)
     guided = not coarsest and last.plan is None  # below levels of groups of atoms
-    first_k = min(GUIDED_CANDIDATES, m) if guided else k
-    v = np.zeros(m) if coarsest else last.v
     tree = None if coarsest else _refined_tree(rep, last, level)
-    inherited = [] if coarsest or last.plan is None else [
-        levels.inherited_arcs(last.level, level, last.plan[0], last.plan[1], m)]
-    if tree is not None:
-        inherited.append(tree.keys[tree.keys >= 0])
-    if coarsest and m < ATOMS_PER_BLOCK * level.size:
-        # each atom's nearest blocks: a pass with the roles swapped
-        near = _atoms_over_blocks(rep, level, np.zeros(level.size),
-                                  min(ATOM_CANDIDATES, level.size))[1]
-        inherited.append(near.ravel() * m + np.repeat(np.arange(m), near.shape[1]))
-    nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
-    _, best = _scan(rep, level.chunks, level.size, v, first_k)
-    arcs = levels.unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
-                        nw_rows * m + nw_cols)
+    arcs = _first_arcs(rep, level, last, tree, min(GUIDED_CANDIDATES, m) if guided else k)
     # the first LP starts from the level above's tree refined, or its column duals
     solution = None if coarsest else lp.Plan((), (), (), (), last.v, tree)
-    previous = -np.inf
     by_regions = index + 2 == len(data.levels) and data.levels[-1].size > levels.MAX_LP_BLOCKS
     rounds = GUIDED_ROUNDS if guided and by_regions and not rep.grouped else MAX_ROUNDS
-    above = pair.upper  # the upper end of the levels above
+    # above points that go by regions, an upper end that falls below this is held up by
+    # the blocks, which the regions lower next
+    floor = (1 - UPPER_FALL) * pair.upper if by_regions else 0.0
+    previous = -np.inf
     for _ in range(rounds):
         r, c = np.divmod(arcs, m)
-        solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
+        solution = _lp(rep, lp.solve_arcs, level.masses, rep.w, r, c,
                        pair_cost(level.centroids[r], rep.atoms[c], rep.metric), solution)
         plan, u, v = solution[:3], solution.u, solution.v
         if finest and not coarsest:  # the upper end first: with the level above's lower
             pair = pair.tightened(upper=_upper(rep, level, plan))  # end, one round
-            if pair.met(rtol):                                     # usually meets rtol
+            if pair.met(rep.rtol):                                 # usually meets rtol
                 break
         # the blocks' c-transform, and their best atoms (one pass over all atoms)
         fmin, best = _scan(rep, level.chunks, level.size, v, k)
         if finest and not coarsest:  # the points' c-transform: a lower end
             pair = pair.tightened(lower=_lower_end(rep, v, fmin)[0])
-            if pair.met(rtol):
+            if pair.met(rep.rtol):
                 break
         elif not coarsest:
-            value = _value(rep, level, fmin, v)
-            pair = _certify(rep, pair, level, plan, v, value)
-            if pair.met(rtol):
+            pair, value, leave = _round_above_points(rep, level, pair, plan, v, fmin,
+                                                     previous, floor)
+            if leave:
                 break
-            if value - previous < STALL * rtol * pair.upper:
-                break  # stalled: refine
-            if by_regions and pair.upper < (1 - UPPER_FALL) * above:
-                break  # the blocks hold the upper end: the regions lower it
             previous = value
         # column generation: the best arcs of every block whose dual constraint fails
         violating = np.flatnonzero(fmin < u - 1e-12)
@@ -399,6 +383,44 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     elif not finest:  # (the points' own rounds took their lower end)
         pair = _leave(rep, index, pair, v)
     return pair, Solved(level, plan, u, v, solution.basis)
+
+
+def _first_arcs(rep: Replicate, level: Level, last: Solved | None, tree, count: int):
+    """A level's first arcs: those its blocks inherit from the level above's plan and
+    refined tree, at the coarsest level each atom's nearest blocks (fewer atoms than
+    ``ATOMS_PER_BLOCK`` a block), every block's ``count`` best atoms under the level
+    above's atom duals (nearest atoms at the coarsest level), and the north-west-corner
+    coupling's arcs, which make the restricted problem feasible."""
+    m = rep.m
+    inherited = [] if last is None or last.plan is None else [
+        levels.inherited_arcs(last.level, level, last.plan[0], last.plan[1], m)]
+    if tree is not None:
+        inherited.append(tree.keys[tree.keys >= 0])
+    if last is None and m < ATOMS_PER_BLOCK * level.size:
+        # each atom's nearest blocks: a pass with the roles swapped
+        near = _atoms_over_blocks(rep, level, np.zeros(level.size),
+                                  min(ATOM_CANDIDATES, level.size))[1]
+        inherited.append(near.ravel() * m + np.repeat(np.arange(m), near.shape[1]))
+    nw_rows, nw_cols = levels.northwest_arcs(level.masses, rep.w)
+    _, best = _scan(rep, level.chunks, level.size, np.zeros(m) if last is None else last.v,
+                    count)
+    return levels.unique_arcs(*inherited, _arcs_of(np.arange(level.size), best, m),
+                              nw_rows * m + nw_cols)
+
+
+def _round_above_points(rep: Replicate, level: Level, pair: Pair, plan, v, fmin,
+                        previous: float, floor: float):
+    """A round's end on a level between the coarsest and the points: the pair certified
+    with its plan and duals (``fmin``: its blocks' c-transform), their dual value, and
+    whether to leave the level: at rtol; stalled (the value rose by less than ``STALL``
+    from ``previous``: the blocks' size holds the upper end, which only a finer level
+    lowers); or with the upper end below ``floor`` (still falling fast above points that
+    go by regions, ``UPPER_FALL``: the regions lower it next)."""
+    value = _value(rep, level, fmin, v)
+    pair = _certify(rep, pair, level, plan, v, value)
+    leave = (pair.met(rep.rtol) or value - previous < STALL * rep.rtol * pair.upper
+             or pair.upper < floor)
+    return pair, value, leave
 
 
 def _refined_tree(rep: Replicate, last: Solved, level: Level) -> simplex.Basis | None:

@@ -41,6 +41,9 @@ HOST_PRUNE_ATOMS = 512
 """The same for the host kernel, whose pruned pass skips the groups it drops outright
 (no padded widths): from this many atoms it was the faster (paired runs at n = 3·10^4,
 ``docs/theory/exact-w1.md``)."""
+HOST_PRUNE_ATOMS_ALONE = 64
+"""The same for the host kernel's c-transform alone (no best atoms: each box's atoms
+bounded one by one, ``hostpass._near_atoms``)."""
 MIN_WIDTH = 8
 """Fewest candidate groups a box of the pruned pass is given (few compiled widths)."""
 
@@ -180,7 +183,8 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     ``v ≤ 0`` [S], and its ``k ≤ GROUP`` atoms of least reduced cost.
 
     Arrays on the CPU go to the host kernel (``hostpass.host_pass``: the same result,
-    pruned alike from ``HOST_PRUNE_ATOMS``).  Few atoms (``S < PRUNE_ATOMS``): one dense
+    pruned alike from ``HOST_PRUNE_ATOMS``, the c-transform alone from
+    ``HOST_PRUNE_ATOMS_ALONE``).  Few atoms (``S < PRUNE_ATOMS``): one dense
     pass.  Otherwise each box
     of ``BOX`` consecutive points meets only its candidate groups (``_candidate_groups``,
     which never drops a group that could hold a minimum), boxes of similar candidate
@@ -188,8 +192,9 @@ def reduced_pass(chunks, y, v, metric: str, k: int):
     """
     size, d = y.shape
     if on_host(chunks):
+        prune = HOST_PRUNE_ATOMS if k else HOST_PRUNE_ATOMS_ALONE
         return host_pass(np.asarray(chunks).reshape(-1, d), y, v, metric, k,
-                         None if size < HOST_PRUNE_ATOMS else BOX)
+                         None if size < prune else BOX)
     if size < PRUNE_ATOMS:
         return jax.device_get(_dense_pass(metric, k)(chunks, y, v))
     diam = float(partition.diameter(0, d, metric))

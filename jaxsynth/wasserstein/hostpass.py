@@ -18,6 +18,8 @@ of best atoms (``ctransform._smallest``'s keys: a value's low bits replaced by i
 index).  Reduced costs are nonnegative (the potentials are centred, ``v ≤ 0``), so their
 float32 bit patterns order as the values do: the minima and maxima run on those
 integers, which the compiler vectorises where it leaves float minima scalar.
+A pruned pass that picks no best atoms bounds each atom of the kept groups alone
+(``_near_atoms``) and prices only those that can hold a point's minimum.
 """
 
 from __future__ import annotations
@@ -136,6 +138,54 @@ def _point(x, yT, v, linf, k, row, minima, candidates, chosen, picks, best):
     return fmin
 
 
+@helper
+def _near_atoms(y, yT, v, groups, lo, hi, linf, margin, bounds, atoms, potentials, index):
+    """The atoms of ``groups`` that can hold the minimum of a point in the box ``[lo,
+    hi]``, into ``atoms`` (coordinate-major) and ``potentials``; returns their count.
+    An atom whose least reduced cost over the box (its distance to the box minus ``v_j``,
+    float64) exceeds the least of the atoms' greatest (their farthest corner minus
+    ``v``) by more than ``margin`` is no point's minimum; that least is over the kept
+    groups' atoms alone, as the group that bounds ``_pass``'s threshold is kept.
+    ``yT``: the atoms coordinate-major (float64); ``bounds`` [2, GROUP] scratch."""
+    d = len(lo)
+    threshold = np.inf
+    count = 0
+    for g in groups:
+        first = g * GROUP
+        for t in range(GROUP):
+            bounds[0, t] = bounds[1, t] = 0.0
+        for c in range(d):
+            for t in range(GROUP):
+                value = yT[c, first + t]
+                low_gap = max(0.0, max(value - hi[c], lo[c] - value))
+                high_gap = max(hi[c] - value, value - lo[c])
+                if linf:
+                    bounds[0, t] = max(bounds[0, t], low_gap)
+                    bounds[1, t] = max(bounds[1, t], high_gap)
+                else:
+                    bounds[0, t] += low_gap * low_gap
+                    bounds[1, t] += high_gap * high_gap
+        for t in range(GROUP):
+            near, far = bounds[0, t], bounds[1, t]
+            if not linf:
+                near, far = np.sqrt(near), np.sqrt(far)
+            threshold = min(threshold, far - v[first + t])
+            potentials[count] = near - v[first + t]  # (the bound, until chosen)
+            index[count] = first + t
+            count += 1
+    used = 0
+    for q in range(count):
+        if potentials[q] <= threshold + margin:
+            index[used] = index[q]
+            used += 1
+    out = atoms[:d * used].reshape(d, used)
+    for q in range(used):
+        potentials[q] = v[index[q]]
+        for c in range(d):
+            out[c, q] = y[index[q], c]
+    return used
+
+
 @kernel
 def _pass(x, y, v, linf, k, box, margin):
     """``host_pass`` by boxes of ``box`` consecutive points, each against the groups of
@@ -165,6 +215,12 @@ def _pass(x, y, v, linf, k, box, margin):
     candidates = np.empty(k * GROUP, np.int32)
     chosen, picks = np.empty(k, np.int32), np.empty(k, np.int32)
     near, kept = np.empty(groups), np.empty(groups, np.int64)
+    index = np.empty(size, np.int64)
+    yT64, bounds = np.empty((d, size)), np.empty((2, GROUP))  # (for the c-transform alone)
+    if k == 0:
+        for a in range(size):
+            for c in range(d):
+                yT64[c, a] = y[a, c]
     lo, hi = np.empty(d), np.empty(d)
     for start in range(0, count, box):
         stop = min(count, start + box)
@@ -192,6 +248,13 @@ def _pass(x, y, v, linf, k, box, margin):
             if near[g] <= threshold + margin:
                 kept[width] = g
                 width += 1
+        if k == 0 and margin < np.inf:  # the c-transform alone: the kept groups' atoms
+            used = _near_atoms(y, yT64, v, kept[:width], lo, hi, linf, margin, bounds,
+                               atoms_buffer, potentials_buffer, index)
+            yT = atoms_buffer[:d * used].reshape(d, used)
+            for i in range(start, stop):
+                fmin[i] = _float(_reduced_row(x[i], yT, potentials_buffer[:used], linf, row))
+            continue
         used = width * GROUP  # the kept groups' atoms, group-major (contiguous arrays)
         yT, vs = atoms_buffer[:d * used].reshape(d, used), potentials_buffer[:used]
         for t in range(GROUP):

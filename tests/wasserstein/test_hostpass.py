@@ -130,6 +130,25 @@ def test_pruned_host_pass_is_the_dense_pass(d, metric):
     assert keep.mean() < 0.8
 
 
+@pytest.mark.parametrize("d, m, metric", [(1, 40, "l2"), (2, 100, "linf"), (3, 300, "l2"),
+                                          (10, 370, "linf"), (10, 370, "l2")])
+def test_the_c_transform_alone_by_boxes_is_the_dense_one(d, m, metric):
+    # a pass with no best atoms prunes each box's atoms one by one (among the groups it
+    # keeps) from HOST_PRUNE_ATOMS_ALONE atoms: the dense c-transform bit for bit, with
+    # duplicated atoms and potentials (ties) and steep potentials (far atoms win)
+    for scale, seed in ((0.2, d), (2.0, d + 10)):
+        size = -(-m // 64) * 64
+        chunks, y, v = inputs(d, m, size, scale, seed, n=3000)
+        y[1:m:7], v[1:m:7] = y[0:m - 1:7], v[0:m - 1:7]  # ties
+        x = chunks.reshape(-1, d)
+        dense = host_pass(x, y, v, metric, 0)[0]
+        np.testing.assert_allclose(dense, brute_force(chunks, y, v, metric).min(axis=1),
+                                   rtol=2.0**-21, atol=2.0**-22)
+        assert ctransform.HOST_PRUNE_ATOMS_ALONE <= size < ctransform.HOST_PRUNE_ATOMS
+        np.testing.assert_array_equal(
+            ctransform.reduced_pass(chunks, y, v, metric, 0)[0][:len(x)], dense)
+
+
 def test_host_pass_refuses_potentials_that_are_not_centred():
     # the bit-pattern minima need nonnegative reduced costs: v ≤ 0, no NaN
     chunks, y, v = inputs(2, 200, 256, 0.5, 1)

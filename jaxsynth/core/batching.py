@@ -8,7 +8,8 @@ a memory model that fit a budget (a power of two), the rule behind every batch s
 engine's chunks, a W1 method's blocks, the exact solver's replicates at once.
 ``chunk_rows`` and ``chunked`` split a leading axis into chunks of one fixed size, the
 last padded by repeating its last row, so one compiled program serves every chunk (as
-ott-jax's ``utils.batched_vmap``).
+ott-jax's ``utils.batched_vmap``).  ``on_cores`` splits a batch over the cores for the
+host kernels.
 """
 
 from __future__ import annotations

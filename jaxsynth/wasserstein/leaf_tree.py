@@ -38,7 +38,9 @@ def leaf_levels(data, points, weights, leaf_depth, drop_zero: bool):
         those at the root (the engine's padding): ``tree._drop_inert_atoms``' rule.
 
     Returns:
-      ``(level_gap [B, D + 1], leaf_mass [B, D + 1], valid [B])``, float64 (and bool).
+      ``(level_gap [B, D + 1], leaf_mass [B, D + 1], valid [B])``, float64 (and bool);
+      ``level_gap`` at every level (``_replicate`` fills only those of positive weight,
+      the only ones ``tree.levels_w1`` weighs).
     """
     depth = data.depth
     words = data.words.astype(np.uint64)

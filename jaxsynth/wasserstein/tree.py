@@ -12,11 +12,12 @@ upper bound adds the within-leaf term ``(E_μ diam(leaf(x)) + E_ν diam(leaf(y))
 release kernel's, or those ``tree_w1_atoms`` computes from released atoms.  Balanced
 trees (the PMM family) are summed up their complete grid of cells on the host, with no
 sort (``complete_tree``).  Any tree: the data prepared once (``prepare``: sorted Morton
-codes and each code's cell counts at every level); per replicate (unshifted trees of at
-most ``leaf_tree.MAX_DEPTH`` levels on the host, ``leaf_tree``; the others on the
-device, ``_tree_levels``) the atoms are coded, sorted and placed between their
-neighbouring data codes by a binary search, and each level sums over the atoms' cells
-only (``O(M log M + M log U + M·L)``); the atoms' cells must form an antichain (else ``TreeW1.valid`` is False).
+codes and each code's cell counts at every level); per replicate (unshifted trees, the
+data prepared to at most ``leaf_tree.MAX_DEPTH`` levels, on the host, ``leaf_tree``; the
+others on the device, ``_tree_levels``) the atoms are coded, sorted and placed between
+their neighbouring data codes by a binary search, and each level sums over the atoms'
+cells only (``O(M log M + M log U + M·L)``); the atoms' cells must form an antichain
+(else ``TreeW1.valid`` is False).
 Derivations, leaf rules, lemmas and the upper bound's proof:
 ``docs/theory/w1-methods.md``.
 """

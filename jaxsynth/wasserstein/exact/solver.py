@@ -323,8 +323,8 @@ def _arcs_of(rows, best, m: int):
 def _best_arcs(rep: Replicate, centroids, rows, v, count):
     """Arcs of the blocks ``rows`` (at ``centroids[rows]``) to their ``count`` atoms of
     least reduced cost under ``v``, from a pass over those blocks alone: a round prices
-    every block by its c-transform alone (the cheaper pass, pruned atom by atom) and
-    picks best atoms only for those whose dual constraint fails."""
+    every block by its c-transform alone (the cheaper pass: the host kernel prunes it
+    atom by atom) and picks best atoms only for those whose dual constraint fails."""
     best = _scan(rep, pass_chunks(centroids[rows]), len(rows), v, count)[1]
     return np.repeat(rows, best.shape[1]) * rep.m + best.ravel()
 

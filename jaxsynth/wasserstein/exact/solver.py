@@ -315,18 +315,15 @@ def _lower_end(rep: Replicate, v, fmin=None):
     return float(np.dot(rep.w, vv) + (fmin + v.max()).mean() - err), fmin
 
 
+def _best_atoms(rep: Replicate, centroids, v, count):
+    """The ``count`` atoms of least reduced cost of each of the points ``centroids``."""
+    chunks = pass_chunks(centroids)
+    return _scan(rep, chunks, len(centroids), v, count)[1]
+
+
 def _arcs_of(rows, best, m: int):
     """Arcs of blocks ``rows`` to their atoms ``best[rows]``."""
     return np.repeat(rows, best.shape[1]) * m + best[rows].ravel()
-
-
-def _best_arcs(rep: Replicate, centroids, rows, v, count):
-    """Arcs of the blocks ``rows`` (at ``centroids[rows]``) to their ``count`` atoms of
-    least reduced cost under ``v``, from a pass over those blocks alone: a round prices
-    every block by its c-transform alone (the cheaper pass: the host kernel prunes it
-    atom by atom) and picks best atoms only for those whose dual constraint fails."""
-    best = _scan(rep, pass_chunks(centroids[rows]), len(rows), v, count)[1]
-    return np.repeat(rows, best.shape[1]) * rep.m + best.ravel()
 
 
 def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
@@ -361,7 +358,8 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
             pair = pair.tightened(upper=_upper(rep, level, plan))  # end, one round
             if pair.met(rep.rtol):                                 # usually meets rtol
                 break
-        fmin = _scan(rep, level.chunks, level.size, v)[0]  # the blocks' c-transform
+        # the blocks' c-transform, and their best atoms (one pass over all atoms)
+        fmin, best = _scan(rep, level.chunks, level.size, v, k)
         if finest and not coarsest:  # the points' c-transform: a lower end
             pair = pair.tightened(lower=_lower_end(rep, v, fmin)[0])
             if pair.met(rep.rtol):
@@ -376,7 +374,7 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
         violating = np.flatnonzero(fmin < u - 1e-12)
         if violating.size == 0:  # the level's LP is solved
             break
-        grown = levels.unique_arcs(arcs, _best_arcs(rep, level.centroids, violating, v, k))
+        grown = levels.unique_arcs(arcs, _arcs_of(violating, best, m))
         if len(grown) == len(arcs):  # the level's LP is solved
             break
         arcs = grown
@@ -564,7 +562,8 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
 
         def region_arcs(blocks, potentials):
             """Arcs of ``blocks`` to their best atoms among the region's."""
-            return _best_arcs(own, centroids, blocks, potentials, min(CANDIDATES, k))
+            best = _best_atoms(own, centroids[blocks], potentials, min(CANDIDATES, k))
+            return np.repeat(blocks, best.shape[1]) * k + best.ravel()
 
         nw_rows, nw_cols = levels.northwest_arcs(masses, sends)
         arcs = levels.unique_arcs((rows[part] - lo) * k + local, nw_rows * k + nw_cols,
@@ -620,9 +619,8 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
         previous = value
         # candidates from the centroids' reduced costs (a norm is convex: mean costs are
         # never below the centroid's)
-        fmin = _scan(rep, level.chunks, level.size, v)[0]
-        grown = levels.unique_arcs(arcs, _best_arcs(rep, level.centroids,
-                                                    np.flatnonzero(fmin < u - 1e-12), v, k))
+        fmin, best = _scan(rep, level.chunks, level.size, v, k)
+        grown = levels.unique_arcs(arcs, _arcs_of(np.flatnonzero(fmin < u - 1e-12), best, m))
         if len(grown) == len(arcs):
             break
         arcs = grown

@@ -221,8 +221,11 @@ def inherited_arcs(coarse: Level, fine: Level, rows, cols, m: int) -> np.ndarray
 
 def unique_arcs(*parts) -> np.ndarray:
     """Sorted distinct arc indices of the concatenated ``parts`` (a sort: NumPy's hashing
-    ``np.unique`` of integers is many times slower on arrays this large)."""
-    arcs = np.sort(np.concatenate(parts))
+    ``np.unique`` of integers is many times slower on arrays this large).  The parts are
+    runs in nearly row-major order (a round's sorted arcs, then its new arcs block by
+    block), which NumPy's stable sort (timsort) merges as runs, where its quicksort
+    sorts them anew (``docs/theory/exact-w1.md``, the glue between LPs)."""
+    arcs = np.sort(np.concatenate(parts), kind="stable")
     first = np.ones(len(arcs), bool)
     first[1:] = arcs[1:] != arcs[:-1]
     return arcs[first]

@@ -358,13 +358,13 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
             pair = pair.tightened(upper=_upper(rep, level, plan))  # end, one round
             if pair.met(rep.rtol):                                 # usually meets rtol
                 break
-        # the blocks' c-transform, and their best atoms (one pass over all atoms)
-        fmin, best = _scan(rep, level.chunks, level.size, v, k)
-        if finest and not coarsest:  # the points' c-transform: a lower end
-            pair = pair.tightened(lower=_lower_end(rep, v, fmin)[0])
+        if finest and not coarsest:  # the points' c-transform alone (a cheaper pass, the
+            pair = pair.tightened(lower=_lower_end(rep, v)[0])  # same minima): a lower end
             if pair.met(rep.rtol):
                 break
-        elif not coarsest:
+        # the blocks' c-transform, and their best atoms (one pass over all atoms)
+        fmin, best = _scan(rep, level.chunks, level.size, v, k)
+        if not (finest or coarsest):
             pair, value, leave = _round_above_points(rep, level, pair, plan, v, fmin,
                                                      previous, floor)
             if leave:

@@ -41,7 +41,7 @@ from jaxsynth.core import partition
 from jaxsynth.core.measure import canonical_atoms
 from jaxsynth.core.validate import check_positive_int
 from jaxsynth.wasserstein.ctransform import atom_bucket, pass_array, pass_chunks, reduced_pass
-from jaxsynth.wasserstein.exact import levels, lp, simplex
+from jaxsynth.wasserstein.exact import guide, levels, lp, simplex
 from jaxsynth.wasserstein.exact.passes import BatchedPasses
 from jaxsynth.wasserstein.exact.certificate import (
     cost_matrix,
@@ -70,6 +70,11 @@ ADAPTED_CANDIDATES = 6
 """The same at the plan-adapted level (large data): its first LP on these arcs usually
 gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
 (on the 10^6-point benchmark, the one LP cost less than the two)."""
+GUIDE_STEPS = 2
+"""Jacobi steps (``guide.balanced``) on the level above's duals before the points' first
+LP starts cold from them (data in more than ``REFINED_MAX_D`` dimensions): on the 3-D
+blobs at n = 3·10^4 two steps took a fifth to a quarter of its pivots off, more steps
+little more (``docs/theory/exact-w1.md``)."""
 DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""
@@ -351,8 +356,11 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     previous = -np.inf
     for _ in range(rounds):
         r, c = np.divmod(arcs, m)
-        solution = _lp(rep, lp.solve_arcs, level.masses, rep.w, r, c,
-                       pair_cost(level.centroids[r], rep.atoms[c], rep.metric), solution)
+        costs = pair_cost(level.centroids[r], rep.atoms[c], rep.metric)
+        if finest and solution is not None and solution.basis is None:  # a cold start
+            solution = solution._replace(v=_timed(rep.times, "lp", guide.balanced)(
+                level.masses, rep.w, r, c, costs, solution.v, GUIDE_STEPS))
+        solution = _lp(rep, lp.solve_arcs, level.masses, rep.w, r, c, costs, solution)
         plan, u, v = solution[:3], solution.u, solution.v
         if finest and not coarsest:  # the upper end first: with the level above's lower
             pair = pair.tightened(upper=_upper(rep, level, plan))  # end, one round

@@ -39,6 +39,7 @@ def balanced(a, b, rows, cols, costs, v, steps: int) -> np.ndarray:
 
 @kernel
 def _balanced(a, b, rows, cols, costs, v, steps):
+    """``balanced`` on contiguous arrays (``v`` updated in place and returned)."""
     q, m, n_arcs = len(a), len(b), len(rows)
     row_start, col_start = _starts(rows, q), _starts(cols, m)
     col_rows, col_costs = np.empty(n_arcs, np.int64), np.empty(n_arcs)

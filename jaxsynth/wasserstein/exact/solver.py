@@ -71,8 +71,8 @@ ADAPTED_CANDIDATES = 6
 gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
 (on the 10^6-point benchmark, the one LP cost less than the two)."""
 GUIDE_STEPS = 2
-"""Jacobi steps (``guide.balanced``) on the level above's duals before the points' first
-LP starts cold from them (no refined tree: data in more than ``REFINED_MAX_D``
+"""Jacobi steps (``guide.balanced``) on the level above's duals, scaled (every cold start
+from them is: ``guide.scaled``), before the points' first LP starts cold from them (no refined tree: data in more than ``REFINED_MAX_D``
 dimensions, or a dense level above): on the 3-D blobs at n = 3·10^4 two steps took a
 fifth (PrivTree) and more than a quarter (PMM) of its pivots off, more steps little
 more (``docs/theory/exact-w1.md``)."""
@@ -281,6 +281,13 @@ def _lp(rep: Replicate, solve, *args):
     return _timed(rep.times, "lp", solve)(*args)
 
 
+def _guided(rep: Replicate, a, b, rows, cols, costs, v, steps: int = 0) -> lp.Plan:
+    """A cold start of ``lp.solve_arcs`` guided by a coarser LP's column duals ``v``
+    (``guide.cold_start``), its seconds added to ``rep.times["lp"]``."""
+    return lp.Plan((), (), (), (), _timed(rep.times, "lp", guide.cold_start)(
+        a, b, rows, cols, costs, v, steps))
+
+
 def _upper(rep: Replicate, level: Level, plan) -> float:
     """Certified upper end of a level's plan, its seconds added to ``times["upper"]``
     (``diam`` on groups of atoms)."""
@@ -358,9 +365,9 @@ def _solve_level(rep: Replicate, index: int, pair: Pair, last: Solved | None):
     for _ in range(rounds):
         r, c = np.divmod(arcs, m)
         costs = pair_cost(level.centroids[r], rep.atoms[c], rep.metric)
-        if finest and solution is not None and solution.basis is None:  # a cold start
-            solution = solution._replace(v=_timed(rep.times, "lp", guide.balanced)(
-                level.masses, rep.w, r, c, costs, solution.v, GUIDE_STEPS))
+        if solution is not None and solution.basis is None:  # a cold start, guided
+            solution = _guided(rep, level.masses, rep.w, r, c, costs, solution.v,
+                               GUIDE_STEPS if finest else 0)
         solution = _lp(rep, lp.solve_arcs, level.masses, rep.w, r, c, costs, solution)
         plan, u, v = solution[:3], solution.u, solution.v
         if finest and not coarsest:  # the upper end first: with the level above's lower
@@ -548,8 +555,8 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
     """The points' LP by regions of about ``REGION`` consecutive points (shifted by
     ``shift``; ``levels.region_edges``), each sending to every atom what ``plan`` sends
     from it: exact subproblems (column generation from the best arcs under ``v`` among
-    the atoms it sends to, to their optimum) whose plans together are a coupling,
-    returned."""
+    the atoms it sends to, to their optimum, the first LP guided by ``v``) whose plans
+    together are a coupling, returned."""
     rows, cols, mass = plan
     edges = levels.region_edges(rep.data, REGION, shift, REGION_SNAP)
     region = np.searchsorted(edges, rows, side="right") - 1
@@ -581,8 +588,10 @@ def _regional(rep: Replicate, level: Level, plan, v, shift: int):
         solution = None
         for _ in range(MAX_ROUNDS):
             arc_rows, arc_cols = np.divmod(arcs, k)
-            solution = _lp(rep, lp.solve_arcs, masses, sends, arc_rows, arc_cols,
-                           pair_cost(centroids[arc_rows], own.atoms[arc_cols], rep.metric),
+            costs = pair_cost(centroids[arc_rows], own.atoms[arc_cols], rep.metric)
+            if solution is None:  # a cold start, guided by the level above's duals
+                solution = _guided(rep, masses, sends, arc_rows, arc_cols, costs, v[used])
+            solution = _lp(rep, lp.solve_arcs, masses, sends, arc_rows, arc_cols, costs,
                            solution)
             fmin = _scan(own, chunks, hi - lo, solution.v)[0]
             violating = np.flatnonzero(fmin < solution.u - 1e-12)
@@ -605,9 +614,10 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     points to; arc costs the mean over a block's points, ``levels.mean_costs``).  Its
     duals, unlike the regions', are one dual solution; and near-homogeneous blocks make
     them nearly the points' own.  Column generation from the arcs that carry ``plan``,
-    each block's best atoms under ``v`` and north-west arcs, while a round lowers the
-    LP's value by ``SETTLED · rtol · upper`` or more (the first rounds' duals can overrate
-    atoms that few arcs reach, so the lower end is taken after each round)."""
+    each block's best atoms under ``v`` and north-west arcs (the first LP guided by
+    ``v``), while a round lowers the LP's value by ``SETTLED · rtol · upper`` or more
+    (the first rounds' duals can overrate atoms that few arcs reach, so the lower end is
+    taken after each round)."""
     data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
     level, carried = levels.adapted_level(data, coarse, plan, m)
     k = min(ADAPTED_CANDIDATES, m)
@@ -618,8 +628,10 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     previous, solution = np.inf, None
     for _ in range(MAX_ROUNDS):
         r, c = np.divmod(arcs, m)
-        solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c,
-                       levels.mean_costs(data, level, r, c, rep.atoms, rep.metric), solution)
+        costs = levels.mean_costs(data, level, r, c, rep.atoms, rep.metric)
+        if solution is None:  # a cold start, guided by the level above's duals
+            solution = _guided(rep, level.masses, w, r, c, costs, v)
+        solution = _lp(rep, lp.solve_arcs, level.masses, w, r, c, costs, solution)
         u, v = solution.u, solution.v
         pair = pair.tightened(_lower_end(rep, v)[0], _upper(rep, level, solution[:3]))
         value = float(np.dot(level.masses, u) + np.dot(w, v))

@@ -4,8 +4,9 @@
 ``solve_arcs`` keeps the work of column generation: it is ``simplex.solve``, which
 restarts a round from the previous round's optimal spanning tree (POT's solvers can only
 be seeded with potentials and rebuild their start every call), and a level's first LP
-from the level above's tree refined (``simplex.refine``) or its column duals.  Should it not settle within its pivot
-limit (round-off can make a degenerate LP cycle), POT's public cold solve stands in.
+from the level above's tree refined (``simplex.refine``) or its column duals.  Should it
+not settle within its pivot limit (round-off can make a degenerate LP cycle), POT's
+public cold solve stands in.
 Either way the plan is an optimal one of the restricted LP: the certificate does not
 depend on the start or the solver.
 """

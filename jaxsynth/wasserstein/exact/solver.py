@@ -71,11 +71,11 @@ ADAPTED_CANDIDATES = 6
 gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
 (on the 10^6-point benchmark, the one LP cost less than the two)."""
 GUIDE_STEPS = 2
-"""Jacobi steps (``guide.balanced``) on the level above's duals, scaled (every cold start
-from them is: ``guide.scaled``), before the points' first LP starts cold from them (no refined tree: data in more than ``REFINED_MAX_D``
-dimensions, or a dense level above): on the 3-D blobs at n = 3·10^4 two steps took a
-fifth (PrivTree) and more than a quarter (PMM) of its pivots off, more steps little
-more (``docs/theory/exact-w1.md``)."""
+"""Jacobi steps (``guide.balanced``) on the level above's duals, once scaled (as for every
+cold start: ``guide.scaled``), before the points' first LP starts cold from them (no
+refined tree: data in more than ``REFINED_MAX_D`` dimensions, or a dense level above):
+on the 3-D blobs at n = 3·10^4 two steps took a fifth (PrivTree) and more than a quarter
+(PMM) of its pivots off, more steps little more (``docs/theory/exact-w1.md``)."""
 DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""

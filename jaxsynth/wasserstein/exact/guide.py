@@ -6,7 +6,7 @@ column's excess through big-M arcs of the root; each pivot after that moves abou
 row.  Two steps make the guide better than the coarser duals as they are:
 
 - ``scaled`` searches the ray from 0 (each row on its cheapest arc) to ``v`` for the best
-  dual value of the LP on its arcs, each row's dual its least ``c − v``.  A coarser
+  dual value of the LP on its arcs, each row's dual its least ``c − s·v``.  A coarser
   level's duals can overrate its atoms' differences at a finer level: a level left after
   one round has the duals of a restricted LP, which fix few atoms' prices well (and it
   spans blocks many times larger).

@@ -125,10 +125,10 @@ def test_coarsest_first_lp_holds_each_atoms_nearest_blocks(metric, monkeypatch):
     first = []
     solve_arcs = exact_w1.lp.solve_arcs
 
-    def recording(a, b, rows, cols, costs, start=None):
+    def recording(a, b, rows, cols, costs, start=None, steps=0):
         if start is None:
             first.append((len(a), np.asarray(rows), np.asarray(cols)))
-        return solve_arcs(a, b, rows, cols, costs, start)
+        return solve_arcs(a, b, rows, cols, costs, start, steps)
 
     monkeypatch.setattr(exact_w1.lp, "solve_arcs", recording)
     X = js.datasets.load("two_moons", n=3000, key=3)

@@ -136,3 +136,22 @@ def test_fallback_is_optimal_on_the_restricted_arcs(monkeypatch):
     plan = lp.solve_arcs(a, b, rows, cols, costs)
     assert plan.basis is None
     check(a, b, rows, cols, costs, plan)
+
+
+@pytest.mark.parametrize("steps", [0, 2])
+def test_a_guided_cold_start_takes_the_guide_scaled_and_balanced(steps, monkeypatch):
+    # a start holding only column duals (lp.guided): the simplex starts cold from
+    # guide.cold_start of them on this LP's arcs, and the plan is optimal (POT's value)
+    rng = np.random.default_rng(3)
+    a, b = rng.random(80), rng.random(25)
+    a, b = a / a.sum(), 2 * b / b.sum()  # (other totals: the guide sees b rescaled)
+    rows, cols, costs = restricted(rng, a, b, rng.random((80, 25)), 3)
+    v = rng.random(25)
+    guides, solve = [], lp.simplex.solve
+    monkeypatch.setattr(lp.simplex, "solve",
+                        lambda *args, **kwargs: guides.append(kwargs["guide"]) or
+                        solve(*args, **kwargs))
+    plan = lp.solve_arcs(a, b, rows, cols, costs, lp.guided(v), steps)
+    np.testing.assert_array_equal(
+        guides[0], lp.guide.cold_start(a, b, rows, cols, costs, v, steps))
+    check(a, b / 2, rows, cols, costs, plan)

@@ -4,7 +4,8 @@
 ``solve_arcs`` keeps the work of column generation: it is ``simplex.solve``, which
 restarts a round from the previous round's optimal spanning tree (POT's solvers can only
 be seeded with potentials and rebuild their start every call), and a level's first LP
-from the level above's tree refined (``simplex.refine``) or its column duals.  Should it
+from the level above's tree refined (``simplex.refine``) or cold, guided by its column
+duals made a better guide for this LP (``guide.cold_start``).  Should it
 not settle within its pivot limit (round-off can make a degenerate LP cycle), POT's
 public cold solve stands in.
 Either way the plan is an optimal one of the restricted LP: the certificate does not
@@ -18,9 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxsynth.wasserstein.exact import simplex
+from jaxsynth.wasserstein.exact import guide, simplex
 
-__all__ = ["Plan", "solve_arcs", "solve_dense"]
+__all__ = ["Plan", "guided", "solve_arcs", "solve_dense"]
 
 MAX_ITER = 10**9
 """POT's network-simplex iterations before a solve is reported as failed."""
@@ -45,23 +46,33 @@ class Plan(NamedTuple):
     basis: simplex.Basis | None = None
 
 
-def solve_arcs(a, b, rows, cols, costs, start: Plan | None = None) -> Plan:
+def guided(v, basis: simplex.Basis | None = None) -> Plan:
+    """A start for ``solve_arcs`` that holds only a coarser LP's column duals ``v`` and,
+    if given, a tree (``simplex.refine``'s) that restarts the simplex instead."""
+    return Plan((), (), (), (), v, basis)
+
+
+def solve_arcs(a, b, rows, cols, costs, start: Plan | None = None, steps: int = 0) -> Plan:
     """Optimal transport from ``a`` [Q] to ``b`` [M] on the arcs ``rows``, ``cols``
     (float64 ``costs``), which must admit a coupling (north-west arcs do).
 
     ``start``: a plan whose basis restarts the simplex (an earlier round's on the same
-    masses, or a coarser level's tree refined to these rows), or any plan whose column
-    duals ``v`` guide a cold start (a coarser level's).
+    masses, or a coarser level's tree refined to these rows), or any plan without one
+    (``guided``, or POT's) whose column duals ``v`` guide a cold start, scaled and then
+    given ``steps`` Jacobi steps on this LP (``guide.cold_start``); none: a cold start
+    with each row on its cheapest arc.
 
     Raises:
       RuntimeError: the LP has no coupling on these arcs or is not solved.
     """
-    b = b * (a.sum() / b.sum())  # equal sums, as ot.emd makes them
+    costs = np.asarray(costs, np.float64)
     basis = None if start is None else start.basis
-    guide = None if start is None or basis is not None else start.v
+    duals = None if start is None or basis is not None else guide.cold_start(
+        a, b, rows, cols, costs, start.v, steps)
+    b = b * (a.sum() / b.sum())  # equal sums, as ot.emd makes them
     try:
         flow_rows, flow_cols, mass, u, v, basis, _ = simplex.solve(
-            a, b, rows, cols, np.asarray(costs, np.float64), start=basis, guide=guide)
+            a, b, rows, cols, costs, start=basis, guide=duals)
     except RuntimeError:  # not settled (or no coupling, which POT then reports)
         return _pot_arcs(a, b, np.asarray(rows), np.asarray(cols), np.asarray(costs))
     return Plan(flow_rows, flow_cols, mass, u, v, basis)

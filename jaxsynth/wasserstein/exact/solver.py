@@ -13,7 +13,8 @@ coarsest level of at most ``DENSE_ARCS`` block-atom pairs is solved densely, so 
 data take the full LP at once; any level whose dual value meets rtol may end there),
 each round's restricted LP restarted from the replicate's own previous basis and a
 level's first LP from the level above's tree refined (``lp.solve_arcs``), the points
-solved by regions on large data; levels with too few blocks for the measure's
+solved by regions on large data (the lower end then from the plan-adapted level's duals,
+raised by Jacobi steps on the points); levels with too few blocks for the measure's
 many atoms are solved against groups of atoms, as a guide only.  A pair wider than
 ``rtol`` warns and is still certified.
 
@@ -78,15 +79,13 @@ on the 3-D blobs at n = 3·10^4 two steps took a fifth (PrivTree) and more than 
 (PMM) of its pivots off, more steps little more (``docs/theory/exact-w1.md``)."""
 ASCENT_STEPS = 2
 """Jacobi steps of the atom duals on the points' LP (``_ascended``) after a plan-adapted
-LP (large data) whose lower end misses rtol by less than ``ASCENT_FROM``, before another
-round: at n = 10^6 under PrivTree one step took its first LP's lower end from 1.12 % to
-0.60 % below the upper (uniform d = 3) and from 1.07 % to 0.71 % (the 3-D blobs), where
-the second LP took longer.  After the points' LP of smaller data (3-D blobs under PMM
-at 3·10^4) steps lowered it, even damped: there the LP's own duals are the points'."""
+LP (large data) whose lower end misses rtol by less than ``ASCENT_FROM`` times it, before
+another round: there its duals are its blocks', an atom holds tens of points, and a step
+costs less than another LP (``docs/theory/exact-w1.md``).  Not after the points' LP of
+smaller data, where the LP's duals are already the points' and steps lowered its end."""
 ASCENT_FROM = 2.0
 """The largest gap, in units of rtol, from which ``_ascended`` steps: from further, steps
-close too little of it (from 5.6 % three steps left 3.5 %, uniform d = 3 under PMM at
-10^6) and another LP is cheaper."""
+close too little of it and another LP is cheaper."""
 DENSE_ARCS = 1 << 20
 """A coarsest level with at most this many block-atom pairs is solved densely at once
 (cheaper than column generation on small problems)."""
@@ -640,7 +639,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     each block's best atoms under ``v`` and north-west arcs (the first LP guided by
     ``v``), while a round lowers the LP's value by ``SETTLED · rtol · upper`` or more
     (the first rounds' duals can overrate atoms that few arcs reach, so the lower end is
-    taken after each round)."""
+    taken after each round, and raised by steps on the points near rtol: ``_ascended``)."""
     data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
     level, carried = levels.adapted_level(data, coarse, plan, m)
     k = min(ADAPTED_CANDIDATES, m)

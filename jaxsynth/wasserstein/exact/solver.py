@@ -334,10 +334,10 @@ def _lower_end(rep: Replicate, v, fmin=None):
 def _ascended(rep: Replicate, pair: Pair, v) -> Pair:
     """The pair with the lower ends of up to ``ASCENT_STEPS`` Jacobi steps from the atom
     duals ``v`` (``guide.balanced``) on the points' LP restricted to each point's
-    ``CANDIDATES`` best arcs under them: an atom that more points' mass than its weight
-    takes as their cheapest lowers its dual, one that less takes raises it, which raises
-    the c-transform's dual value (its supergradient in ``v_j`` is ``w_j`` less that
-    mass).  Every step's lower end is certified, whatever the step did; the best is
+    ``CANDIDATES`` best arcs under them: an atom that is the cheapest of more points'
+    mass than its weight lowers its dual, one that is the cheapest of less raises it,
+    which raises the c-transform's dual value (its supergradient in ``v_j`` is ``w_j``
+    less that mass).  Every step's lower end is certified, whatever the step did; the best is
     kept.  A step is a pass over all points that picks their best atoms, the kernel and
     a pass for the lower end (all timed as ``"lower"``)."""
     level, k = rep.data.levels[-1], min(CANDIDATES, rep.m)

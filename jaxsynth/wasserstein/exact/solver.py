@@ -67,10 +67,6 @@ generation): a block's nearest atoms leave atoms that no block has among its nea
 reached by north-west arcs alone, and the rounds that follow find them one by one.  Only
 for fewer than ``ATOMS_PER_BLOCK`` atoms a block, where they were measured faster
 (``docs/design/notes.md``); with many atoms a block (large data) they were not."""
-ADAPTED_CANDIDATES = 6
-"""The same at the plan-adapted level (large data): its first LP on these arcs usually
-gives both ends within rtol, where one on ``CANDIDATES`` arcs a block took a second
-(on the 10^6-point benchmark, the one LP cost less than the two)."""
 GUIDE_STEPS = 2
 """Jacobi steps (``guide.balanced``) on the level above's duals, once scaled (as for every
 cold start: ``guide.scaled``), before the points' first LP starts cold from them (no
@@ -642,7 +638,7 @@ def _adapted(rep: Replicate, pair: Pair, coarse: Level, plan, v) -> Pair:
     taken after each round, and raised by steps on the points near rtol: ``_ascended``)."""
     data, w, m, rtol = rep.data, rep.w, rep.m, rep.rtol
     level, carried = levels.adapted_level(data, coarse, plan, m)
-    k = min(ADAPTED_CANDIDATES, m)
+    k = min(CANDIDATES, m)
     nw_rows, nw_cols = levels.northwest_arcs(level.masses, w)
     _, best = _scan(rep, level.chunks, level.size, v, k)
     arcs = levels.unique_arcs(carried, _arcs_of(np.arange(level.size), best, m),
